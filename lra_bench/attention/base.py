@@ -1,0 +1,130 @@
+"""The attention plugin contract shared by every variant.
+
+Axes used in shape comments throughout ``lra_bench.attention``:
+    B - batch, N - sequence length (N <= seq_len), H - heads, D - head dim,
+    C - model dim (C = H * D), M - features / landmarks / projected length.
+
+Contract (public, documented in the README as "add your own attention"):
+    * ``configs/attention/NAME.yaml`` holds ``_target_`` (the class), ``_partial_: true`` and the
+      variant's own knobs only. The encoder completes it with exactly ``dim``, ``num_heads``,
+      ``seq_len`` and ``dropout``.
+    * ``forward(x, mask)``: x is (B, N, C) with N <= seq_len; mask is (B, N) bool with
+      True = real token, or None (every position real). Returns (B, N, C).
+    * Outputs at real positions never depend on the content at padded positions. Rows at padded
+      query positions must be finite but are otherwise unspecified (pooling ignores them).
+    * Anything random (hashes, features, random blocks) is fixed in ``eval()`` mode.
+
+A subclass declares ``name`` (== file stem == config stem); declaring it registers the class so
+``list_attentions()`` can enumerate the zoo. Most variants implement ``attend(q, k, v, mask)``
+only; variants that break the q/k/v shape (shared-QK, token mixers) override ``forward``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import torch
+from einops import rearrange
+from torch import Tensor, nn
+
+from lra_bench.errors import ConfigError
+
+
+class Attention(nn.Module, abc.ABC):
+    """Multi-head self-attention layer over a right- or arbitrarily-padded batch (no causal mask).
+
+    Args:
+        dim: model width C; must be divisible by ``num_heads``.
+        num_heads: number of heads H.
+        seq_len: the longest N this layer will see (task length, +1 with a CLS token).
+        dropout: dropout on the attention weights / output projection.
+    """
+
+    name: ClassVar[str]
+    #: True when a padded input gives the same outputs at real positions as the truncated input
+    #: (checked by tests/test_attention_contract.py). False for mechanisms whose mixing depends on
+    #: the padded length itself (e.g. a Fourier transform over N, LSH chunking of N positions).
+    truncation_exact: ClassVar[bool] = True
+    _registry: ClassVar[dict[str, type[Attention]]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            other = Attention._registry.get(cls.name)
+            if other is not None and other.__qualname__ != cls.__qualname__:
+                raise ValueError(f"duplicate attention name {cls.name!r}: {other} and {cls}")
+            Attention._registry[cls.name] = cls
+
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float) -> None:
+        super().__init__()
+        if dim <= 0 or num_heads <= 0 or dim % num_heads != 0:
+            raise ConfigError(
+                f"model.dim={dim} must be a positive multiple of model.num_heads={num_heads}; "
+                "change one of them so that dim % num_heads == 0"
+            )
+        if seq_len <= 0:
+            raise ConfigError(f"seq_len must be positive, got {seq_len}")
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.seq_len = seq_len
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.out_drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.check_input(x, mask)
+        q, k, v = rearrange(
+            self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.num_heads
+        )  # each (B, H, N, D)
+        y = self.attend(q, k, v, mask)  # (B, H, N, D)
+        y = rearrange(y, "b h n d -> b n (h d)")  # (B, N, C)
+        return self.out_drop(self.out(y))
+
+    @abc.abstractmethod
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """q, k, v: (B, H, N, D); mask: (B, N) bool, True = real, or None. Returns (B, H, N, D)."""
+
+    def check_input(self, x: Tensor, mask: Tensor | None) -> None:
+        """Fail with a clear message on a contract violation (cheap shape checks only)."""
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"{type(self).__name__} expects x of shape (B, N, {self.dim}), got {tuple(x.shape)}")
+        if x.shape[1] > self.seq_len:
+            raise ValueError(
+                f"{type(self).__name__} was built for seq_len={self.seq_len} but got N={x.shape[1]}"
+            )
+        if mask is not None and (mask.dtype != torch.bool or mask.shape != x.shape[:2]):
+            raise ValueError(
+                f"mask must be bool of shape {tuple(x.shape[:2])} (True = real token), "
+                f"got {mask.dtype} {tuple(mask.shape)}"
+            )
+
+
+def key_padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """(B, N) bool mask -> (B, 1, 1, N) additive bias: 0 at real keys, dtype-min at padded keys.
+
+    The finite minimum (not -inf) keeps a fully padded row finite instead of NaN.
+    """
+    if mask is None:
+        return None
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    bias.masked_fill_(~mask, torch.finfo(dtype).min)
+    return bias[:, None, None, :]  # (B, 1, 1, N)
+
+
+def list_attentions() -> list[str]:
+    """Names of every registered attention variant, sorted."""
+    import lra_bench.attention  # noqa: F401  (imports every variant so they register)
+
+    return sorted(Attention._registry)
+
+
+def get_attention_class(name: str) -> type[Attention]:
+    """The class registered under ``name``; a clear error listing valid names otherwise."""
+    names = list_attentions()
+    if name not in Attention._registry:
+        raise ConfigError(f"unknown attention {name!r}; valid names: {', '.join(names)}")
+    return Attention._registry[name]

@@ -1,0 +1,111 @@
+"""Typed validation of config sections, and the config hash that identifies a run.
+
+Every section that becomes an object is checked against the signature of what it builds before
+anything is built or loaded: an unknown key or a value of the wrong type fails with a message that
+names the key, the valid keys and the expected type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import types
+import typing
+from typing import Any, Callable, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+
+from lra_bench.errors import ConfigError
+
+T = TypeVar("T")
+
+#: keys that change where or how a run is reported, not what it computes (excluded from the hash)
+NON_SEMANTIC_KEYS = ("paths", "logger", "hydra")
+
+
+def _type_ok(value: Any, annotation: Any) -> bool:
+    """Whether a YAML value fits a Python annotation (int for float is accepted, bool for int is not)."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if origin in (list, tuple):
+        (inner, *_) = typing.get_args(annotation) or (Any,)
+        return isinstance(value, (list, tuple)) and all(_type_ok(v, inner) for v in value)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(annotation, type):
+        return isinstance(value, annotation)
+    return True
+
+
+def _describe(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def check_kwargs(fn: Callable[..., Any], values: dict[str, Any], where: str, supplied: tuple[str, ...] = ()) -> None:
+    """Check ``values`` against the signature of ``fn`` (a class or function).
+
+    ``supplied`` names arguments that the harness fills in at build time (they must not be in YAML).
+    """
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn.__init__ if inspect.isclass(fn) else fn)
+    allowed = [p for p in sig.parameters if p not in ("self", *supplied)]
+    for key, value in values.items():
+        if key in supplied:
+            raise ConfigError(f"{where}: '{key}' is supplied by the harness and must not be set in the config")
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown option '{key}'; valid options: {', '.join(allowed)}")
+        annotation = hints.get(key, inspect.Parameter.empty)
+        if not _type_ok(value, annotation):
+            raise ConfigError(
+                f"{where}: option '{key}' must be of type {_describe(annotation)}, got {value!r} "
+                f"({type(value).__name__}); fix the value in the config or on the command line"
+            )
+    missing = [
+        p.name
+        for p in sig.parameters.values()
+        if p.name not in ("self", *supplied) and p.default is inspect.Parameter.empty and p.name not in values
+    ]
+    if missing:
+        raise ConfigError(f"{where}: missing required option(s): {', '.join(missing)}")
+
+
+def to_dataclass(cls: type[T], section: DictConfig | dict[str, Any], where: str) -> T:
+    """Build a validated dataclass (its ``__post_init__`` checks ranges) from a config section."""
+    values = OmegaConf.to_container(section, resolve=True) if isinstance(section, DictConfig) else dict(section)
+    check_kwargs(cls, values, where)
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:  # pragma: no cover - __post_init__ raises ConfigError
+        raise ConfigError(f"{where}: {e}") from e
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """sha256 of the resolved config without the non-semantic sections: same hash = same experiment."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    semantic = {k: v for k, v in container.items() if k not in NON_SEMANTIC_KEYS}
+    blob = json.dumps(semantic, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def positive(where: str, **values: float | int | None) -> None:
+    """Raise a ConfigError for every value that is not > 0 (None is allowed = unset)."""
+    for key, value in values.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"{where}.{key} must be > 0, got {value}")
+
+
+__all__ = ["check_kwargs", "config_hash", "positive", "to_dataclass", "dataclasses"]

@@ -1,0 +1,13 @@
+"""Errors the harness raises on bad input. Each message says what is wrong and how to fix it."""
+
+
+class LRABenchError(Exception):
+    """Base class: caught by ``run.py`` and printed without a traceback."""
+
+
+class ConfigError(LRABenchError, ValueError):
+    """A configuration value is unknown, of the wrong type or out of range."""
+
+
+class DataError(LRABenchError):
+    """Data is missing, unreadable or malformed (the message names the file and the fix)."""

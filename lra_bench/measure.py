@@ -1,0 +1,102 @@
+"""Measurement primitives: peak memory (CUDA or the process's resident peak) and a step timer.
+
+CPU peak memory is the process's high-water mark of resident memory (VmHWM), reset by writing
+``5`` to ``/proc/self/clear_refs`` (Linux). CUDA peak memory is ``max_memory_allocated`` after
+``reset_peak_memory_stats``. Both are reset at the start of the measured region.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_kib(key: str) -> int | None:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_bytes() -> int | None:
+    """Current resident set size of this process in bytes (None where /proc is unavailable)."""
+    kib = _status_kib("VmRSS")
+    return None if kib is None else kib * 1024
+
+
+def reset_peak_memory(device: torch.device) -> bool:
+    """Reset the peak-memory counter of ``device``; returns whether a reset was possible."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    try:
+        _CLEAR_REFS.write_text("5")  # resets VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory_bytes(device: torch.device) -> int | None:
+    """Peak memory since the last reset: CUDA max allocated, or the CPU process's VmHWM."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device))
+    kib = _status_kib("VmHWM")
+    return None if kib is None else kib * 1024
+
+
+def memory_kind(device: torch.device) -> str:
+    return "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class StepTimer:
+    """Wall time of training steps, the first ``warmup`` steps excluded; call ``start``/``stop`` per step."""
+
+    device: torch.device
+    warmup: int
+    durations: list[float] = field(default_factory=list)
+    _seen: int = 0
+    _t0: float | None = None
+
+    def start(self) -> None:
+        synchronize(self.device)
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        assert self._t0 is not None, "StepTimer.stop() without start()"
+        synchronize(self.device)
+        elapsed = time.perf_counter() - self._t0
+        self._t0 = None
+        self._seen += 1
+        if self._seen > self.warmup:
+            self.durations.append(elapsed)
+
+    @property
+    def timed_steps(self) -> int:
+        return len(self.durations)
+
+    @property
+    def timed_seconds(self) -> float:
+        return float(sum(self.durations))
+
+    def steps_per_second(self) -> float | None:
+        return self.timed_steps / self.timed_seconds if self.durations and self.timed_seconds > 0 else None

@@ -1,0 +1,126 @@
+"""Pre-LayerNorm Transformer encoder classifier with the attention layer injected from the config.
+
+Mirrors LRA's ``models/transformer/transformer.py``: token embedding; sinusoidal or learned
+positions; optional learned CLS token prepended; blocks ``x + Drop(Attn(LN(x)))`` then
+``x + MLP(LN(x))`` with GELU; final LayerNorm; CLS or masked-mean pooling; head
+``Dense(mlp_dim) -> ReLU -> Dense(num_classes)``. Padding mask = ``input_ids != pad_id``.
+
+Axes: B batch, N tokens (incl. CLS), C model dim.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Literal
+
+import torch
+from torch import Tensor, nn
+
+from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
+
+
+def sinusoidal_positions(n: int, dim: int) -> Tensor:
+    """(n, dim) fixed sin/cos table (Vaswani et al. 2017), sin in the first half as in LRA/flax."""
+    pos = torch.arange(n, dtype=torch.float32)[:, None]  # (n, 1)
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(0, dim // 2, dtype=torch.float32) / max(dim // 2 - 1, 1))
+    table = torch.zeros(n, dim)
+    table[:, : dim // 2] = torch.sin(pos * freqs)  # (n, dim/2)
+    table[:, dim // 2 : 2 * (dim // 2)] = torch.cos(pos * freqs)
+    return table
+
+
+class MLP(nn.Sequential):
+    def __init__(self, dim: int, hidden: int, dropout: float) -> None:
+        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, dim), nn.Dropout(dropout))
+
+
+class Block(nn.Module):
+    """Pre-LN residual block: attention then MLP."""
+
+    def __init__(self, attention: Attention, dim: int, mlp_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = attention
+        self.drop = nn.Dropout(dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = MLP(dim, mlp_dim, dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), mask))  # (B, N, C)
+        return x + self.mlp(self.norm2(x))
+
+
+class Encoder(nn.Module):
+    """Token ids (B, L) -> pooled representation (B, C).
+
+    Args:
+        attention: the partial from ``configs/attention/NAME.yaml``; called with dim, num_heads,
+            seq_len, dropout for each layer.
+        vocab_size, max_len, pad_id: from the task.
+        dim, depth, num_heads, mlp_dim, dropout: model size (``configs/model``).
+        positions: "sinusoidal" (LRA default) or "learned".
+        pool: "cls" (learned token prepended) or "mean" (mean over real tokens).
+    """
+
+    def __init__(
+        self,
+        attention: Callable[..., Attention],
+        vocab_size: int,
+        max_len: int,
+        pad_id: int,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_dim: int,
+        dropout: float,
+        positions: Literal["sinusoidal", "learned"],
+        pool: Literal["cls", "mean"],
+    ) -> None:
+        super().__init__()
+        if positions not in ("sinusoidal", "learned"):
+            raise ConfigError(f"model.positions must be 'sinusoidal' or 'learned', got {positions!r}")
+        if pool not in ("cls", "mean"):
+            raise ConfigError(f"model.pool must be 'cls' or 'mean', got {pool!r}")
+        self.pad_id, self.pool, self.dim = pad_id, pool, dim
+        seq_len = max_len + (1 if pool == "cls" else 0)
+        self.embed = nn.Embedding(vocab_size, dim)
+        nn.init.normal_(self.embed.weight, std=1.0)  # flax nn.Embed(stddev=1.0)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
+        if positions == "learned":
+            self.pos = nn.Parameter(torch.randn(1, seq_len, dim) * 0.02)
+        else:
+            self.register_buffer("pos", sinusoidal_positions(seq_len, dim)[None], persistent=False)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            Block(attention(dim=dim, num_heads=num_heads, seq_len=seq_len, dropout=dropout), dim, mlp_dim, dropout)
+            for _ in range(depth)
+        )
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        mask = input_ids != self.pad_id  # (B, L) True = real token
+        x = self.embed(input_ids)  # (B, L, C)
+        if self.cls is not None:
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1 + L, C)
+            mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)  # (B, 1 + L)
+        x = self.drop(x + self.pos[:, : x.shape[1]])
+        for block in self.blocks:
+            x = block(x, mask)
+        x = self.norm(x)  # (B, N, C)
+        if self.cls is not None:
+            return x[:, 0]  # (B, C)
+        weights = mask.to(x.dtype)[..., None]  # (B, N, 1)
+        return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, C)
+
+
+class Classifier(nn.Module):
+    """Encoder + LRA's classifier head: Dense(mlp_dim) -> ReLU -> Dense(num_classes)."""
+
+    def __init__(self, encoder: Encoder, mlp_dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = nn.Sequential(nn.Linear(encoder.dim, mlp_dim), nn.ReLU(), nn.Linear(mlp_dim, num_classes))
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        return self.head(self.encoder(input_ids))  # (B, num_classes)

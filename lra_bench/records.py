@@ -1,0 +1,79 @@
+"""Run records: one JSON file per run, written atomically into the results store.
+
+Layout: ``<results_dir>/<task>/<attention>/<profile>-seed<seed>-<hash10>/record.json``. A record is
+written to a temporary file in the same folder, flushed to disk, then renamed over the target, so
+a reader sees either the previous complete record or the new complete one, never a partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RECORD_NAME = "record.json"
+STATUSES = ("ok", "oom", "diverged", "failed")
+REQUIRED_FIELDS = (
+    "run_id", "attention", "task", "profile", "seed", "config", "config_hash", "status", "message",
+    "best_val_acc", "best_step", "test_acc", "throughput", "memory", "params", "device",
+    "torch_version", "git_commit", "dataset_fingerprint", "wall_time_s",
+)
+
+
+def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:
+    return Path(results_dir) / task / attention / f"{profile}-seed{seed}-{config_hash[:10]}"
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as JSON to ``path`` via temp file + fsync + rename (+ fsync of the folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2, sort_keys=True, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_record(record: dict[str, Any], results_dir: Path) -> Path:
+    missing = [k for k in REQUIRED_FIELDS if k not in record]
+    if missing:
+        raise ValueError(f"record lacks fields {missing}")
+    if record["status"] not in STATUSES:
+        raise ValueError(f"record status must be one of {STATUSES}, got {record['status']!r}")
+    target = run_dir(results_dir, record["task"], record["attention"], record["profile"], record["seed"],
+                     record["config_hash"]) / RECORD_NAME
+    write_json_atomic(target, record)
+    return target
+
+
+def read_records(results_dir: Path) -> list[dict[str, Any]]:
+    """Every complete record under ``results_dir`` (temporary files are never matched)."""
+    return [json.loads(p.read_text()) for p in sorted(Path(results_dir).rglob(RECORD_NAME))]
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout this package runs from, with '-dirty' when it has local changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("-dirty" if dirty else "")

@@ -1,0 +1,197 @@
+"""``run(cfg) -> record``: validate, build, load, train, evaluate, measure, write one record.
+
+Every configuration error surfaces before any data is loaded. Failures during training become a
+record with status ``oom``, ``diverged`` or ``failed`` (and its message) instead of a lost run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import platform
+import random
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+import lra_bench
+from lra_bench.config import check_kwargs, config_hash, to_dataclass
+from lra_bench.errors import ConfigError
+from lra_bench.loggers import LoggerSettings, build_logger
+from lra_bench.measure import memory_kind, rss_bytes
+from lra_bench.models.encoder import Classifier, Encoder
+from lra_bench.models.factory import attention_name, build_attention_factory
+from lra_bench.records import git_commit, run_dir, write_record
+from lra_bench.train.loop import Diverged, evaluate, train
+from lra_bench.train.settings import TrainerSettings
+
+log = logging.getLogger(__name__)
+
+TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
+
+
+@dataclass
+class Plan:
+    """Everything validated from the config, before any data is touched."""
+
+    attention: str
+    task: Any
+    model: Classifier
+    trainer: TrainerSettings
+    logger: LoggerSettings
+    seed: int
+    profile: str
+    results_dir: Path
+    cache_dir: Path
+    config_hash: str
+    device: torch.device
+
+
+def build_task(cfg: DictConfig) -> Any:
+    target = cfg.get("_target_")
+    if not target:
+        raise ConfigError("task config has no _target_; see configs/task/listops.yaml")
+    cls = get_class(target)
+    values = {k: v for k, v in cfg.items() if k != "_target_"}
+    return to_dataclass(cls, OmegaConf.create(values), "task")
+
+
+def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier:
+    model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
+    check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
+    encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
+                      max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+    return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.device={name} but CUDA is not available; use trainer.device=cpu or auto")
+    return device
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+
+
+def plan(cfg: DictConfig) -> Plan:
+    """Validate the whole config and build the model (cheap); raises ConfigError/DataError on bad input."""
+    for key in ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed"):
+        if key not in cfg:
+            raise ConfigError(f"config has no '{key}' section; run through run.py or compose configs/run.yaml")
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {cfg.seed!r}")
+    name = attention_name(cfg.attention)
+    task = build_task(cfg.task)
+    trainer = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
+    logger = to_dataclass(LoggerSettings, cfg.logger, "logger")
+    device = resolve_device(trainer.device)
+    task.check_source()
+    seed_everything(cfg.seed, trainer.deterministic)
+    model = build_model(cfg, cfg.attention, task)
+    return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
+                profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),
+                cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(cfg), device=device)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Train and evaluate one configuration; returns the record written to the results store."""
+    started = time.time()
+    p = plan(cfg)
+    t0 = time.perf_counter()
+    data = p.task.load(p.cache_dir)
+    data_seconds = time.perf_counter() - t0
+    log.info("data %s (%s, %.1fs): %s", p.task.name, "cache hit" if data.reused else "built",
+             data_seconds, {s: len(y) for s, y in data.labels.items()})
+    splits = {s: (data.inputs[s], data.labels[s]) for s in ("train", "val", "test")}
+    model = p.model.to(p.device)
+    params = sum(t.numel() for t in model.parameters())
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    run_id = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash).name
+    logger = build_logger(p.logger, name=f"{p.attention}-{p.task.name}-{run_id}", config=resolved,
+                          tags=[p.attention, p.task.name, p.profile], out_dir=p.cache_dir / "wandb")
+    status, message, result, test_acc = "ok", "", None, None
+    baseline_rss = rss_bytes()
+    try:
+        result = train(model, splits, p.trainer, p.device, p.seed, on_metrics=logger.log)
+        test_acc = evaluate(model, *splits["test"], p.trainer, p.device)
+        logger.log({"test/acc": test_acc}, p.trainer.max_steps)
+    except Diverged as e:
+        status, message = "diverged", str(e)
+    except (torch.OutOfMemoryError, MemoryError) as e:
+        status, message = "oom", f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - any other failure is recorded, then reported by run.py
+        log.exception("run failed")
+        status, message = "failed", f"{type(e).__name__}: {e}"
+    finally:
+        logger.finish(exit_code=0 if status == "ok" else 1)
+
+    timer = result.timer if result else None
+    sps = timer.steps_per_second() if timer else None
+    tokens_per_step = p.trainer.batch_size * p.task.max_len
+    test_labels = data.labels["test"]
+    record = {
+        "run_id": run_id,
+        "attention": p.attention,
+        "task": p.task.name,
+        "profile": p.profile,
+        "seed": p.seed,
+        "config": resolved,
+        "config_hash": p.config_hash,
+        "status": status,
+        "message": message,
+        "best_val_acc": result.best_val_acc if result else None,
+        "best_step": result.best_step if result else None,
+        "test_acc": test_acc,
+        "test_examples": int(len(test_labels)),
+        "val_examples": int(len(data.labels["val"])),
+        "test_majority_rate": float(np.bincount(test_labels).max() / len(test_labels)),
+        "evals": result.evals if result else [],
+        "steps": result.steps if result else None,
+        "throughput": {
+            "steps_per_s": sps,
+            "examples_per_s": sps * p.trainer.batch_size if sps else None,
+            "tokens_per_s": sps * tokens_per_step if sps else None,  # padded positions fed to the model
+            "timed_steps": timer.timed_steps if timer else 0,
+            "timed_seconds": timer.timed_seconds if timer else 0.0,
+            "warmup_steps_excluded": p.trainer.timing_warmup_steps,
+            "batch_size": p.trainer.batch_size,
+            "seq_len": p.task.max_len,
+        },
+        "memory": {
+            "peak_bytes": result.peak_memory_bytes if result else None,
+            "kind": memory_kind(p.device),
+            "reset_ok": result.memory_reset if result else False,
+            "rss_before_training_bytes": baseline_rss,
+        },
+        "params": params,
+        "device": str(p.device) if p.device.type == "cpu" else torch.cuda.get_device_name(p.device),
+        "torch_version": torch.__version__,
+        "lra_bench_version": lra_bench.__version__,
+        "python_version": platform.python_version(),
+        "host": socket.gethostname(),
+        "git_commit": git_commit(),
+        "dataset_fingerprint": data.meta["fingerprint"],
+        "dataset_source": data.meta.get("source"),
+        "data_cache_reused": data.reused,
+        "data_seconds": data_seconds,
+        "wall_time_s": time.time() - started,
+        "started_at": dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
+        "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+    path = write_record(record, p.results_dir)
+    log.info("record written to %s (status %s, test acc %s)", path, status, test_acc)
+    return record

@@ -1,0 +1,150 @@
+"""The training loop: AdamW, LRA schedules, clipping, periodic full validation, best-val weights.
+
+Plain PyTorch so every measurement stays visible: throughput is timed per training step (warm-up
+steps and evaluation excluded, CUDA synchronised), peak memory is reset right before the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from lra_bench.data.batches import eval_batches, train_batches
+from lra_bench.measure import StepTimer, peak_memory_bytes, reset_peak_memory
+from lra_bench.train.schedules import lr_factor
+from lra_bench.train.settings import TrainerSettings
+
+log = logging.getLogger(__name__)
+
+
+class Diverged(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+    def __init__(self, step: int, loss: float) -> None:
+        super().__init__(f"loss is {loss} at step {step}")
+        self.step = step
+
+
+@dataclass
+class TrainResult:
+    best_val_acc: float
+    best_step: int
+    steps: int
+    timer: StepTimer
+    peak_memory_bytes: int | None
+    memory_reset: bool
+    evals: list[dict[str, float]] = field(default_factory=list)
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
+    """bf16 autocast on CUDA when asked; CPU runs stay in fp32."""
+    if device.type == "cuda" and precision == "bf16":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, inputs: np.ndarray, labels: np.ndarray, settings: TrainerSettings,
+             device: torch.device) -> float:
+    """Accuracy over the whole split (every example counted once)."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for x, y in eval_batches(inputs, labels, settings.eval_batch_size):
+        with autocast(device, settings.precision):
+            logits = model(x.to(device))
+        correct += int((logits.argmax(-1).cpu() == y).sum())
+    model.train(was_training)
+    return correct / len(labels)
+
+
+def make_optimizer(model: nn.Module, s: TrainerSettings) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps,
+                                  weight_decay=s.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.max_steps)
+    )
+    return optimizer, scheduler
+
+
+def train(
+    model: nn.Module,
+    data: dict[str, tuple[np.ndarray, np.ndarray]],
+    settings: TrainerSettings,
+    device: torch.device,
+    seed: int,
+    on_metrics: Callable[[dict[str, float], int], None] = lambda metrics, step: None,
+) -> TrainResult:
+    """Train ``model`` in place; on return it holds the best-validation weights."""
+    s = settings
+    optimizer, scheduler = make_optimizer(model, s)
+    hooks = [m for m in model.modules() if callable(getattr(m, "on_train_step", None))]
+    loss_fn = nn.CrossEntropyLoss()
+    timer = StepTimer(device=device, warmup=s.timing_warmup_steps)
+    best_acc, best_step, best_state = -1.0, 0, None
+    evals: list[dict[str, float]] = []
+    train_x, train_y = data["train"]
+    batches = train_batches(train_x, train_y, s.batch_size, seed)
+    running_loss, running_correct, running_seen = 0.0, 0, 0
+
+    model.train()
+    memory_reset = reset_peak_memory(device)
+    bar = tqdm(total=s.max_steps, desc="train", disable=None, dynamic_ncols=True)
+    for step in range(1, s.max_steps + 1):
+        timer.start()
+        x, y = next(batches)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with autocast(device, s.precision):
+            logits = model(x)
+            loss = loss_fn(logits.float(), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if s.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        for module in hooks:
+            module.on_train_step(step)
+        timer.stop()
+
+        loss_value = float(loss.detach())
+        if not np.isfinite(loss_value):
+            bar.close()
+            raise Diverged(step, loss_value)
+        running_loss += loss_value * len(y)
+        running_correct += int((logits.detach().argmax(-1) == y).sum())
+        running_seen += len(y)
+        bar.update(1)
+        if step % s.log_every == 0 or step == s.max_steps:
+            metrics = {"train/loss": running_loss / running_seen, "train/acc": running_correct / running_seen,
+                       "train/lr": scheduler.get_last_lr()[0]}
+            sps = timer.steps_per_second()
+            if sps:
+                metrics["train/steps_per_s"] = sps
+            bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", acc=f"{metrics['train/acc']:.3f}",
+                            steps_s=f"{sps or 0:.2f}")
+            log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s", step, metrics["train/loss"],
+                     metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a")
+            on_metrics(metrics, step)
+            running_loss, running_correct, running_seen = 0.0, 0, 0
+        if step % s.eval_every == 0 or step == s.max_steps:
+            val_acc = evaluate(model, *data["val"], s, device)
+            evals.append({"step": step, "val_acc": val_acc})
+            on_metrics({"val/acc": val_acc}, step)
+            log.info("step %d val acc %.4f (best %.4f)", step, val_acc, max(best_acc, val_acc))
+            if val_acc > best_acc:  # strictly better: the earliest best is kept
+                best_acc, best_step = val_acc, step
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    bar.close()
+    peak = peak_memory_bytes(device)
+    assert best_state is not None
+    model.load_state_dict(best_state)
+    return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
+                       peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals)

@@ -1,0 +1,28 @@
+"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``).
+
+The rate is a product of factors evaluated at the optimizer step t (0 for the first update):
+    rsqrt:  constant * min(1, t / warmup) / sqrt(max(t, warmup))          (ListOps, Text, Retrieval)
+    cosine: constant * min(1, t / warmup) * max(0, 0.5 (1 + cos(pi * ((max(0, t - warmup) / total) % 1))))
+            (image tasks; one cycle over the whole run)
+    constant: constant * min(1, t / warmup)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+Schedule = Literal["rsqrt", "cosine", "constant"]
+
+
+def lr_factor(step: int, schedule: Schedule, warmup_steps: int, total_steps: int) -> float:
+    """Multiplier of the base rate (``trainer.lr`` = LRA's ``constant``) at optimizer step ``step``."""
+    warm = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
+    if schedule == "rsqrt":
+        return warm / math.sqrt(max(step, warmup_steps, 1))
+    if schedule == "cosine":
+        progress = (max(0, step - warmup_steps) / max(total_steps, 1)) % 1.0
+        return warm * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+    if schedule == "constant":
+        return warm
+    raise ValueError(f"unknown schedule {schedule!r}")

@@ -1,0 +1,65 @@
+"""Typed, range-checked trainer settings (``configs/trainer``), validated before any data is loaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lra_bench.config import positive
+from lra_bench.errors import ConfigError
+
+
+@dataclass
+class TrainerSettings:
+    """Args:
+    max_steps: optimizer steps.
+    batch_size: training batch (global; LRA 32 for ListOps).
+    eval_batch_size: batch for val/test evaluation (always the full split, remainder included).
+    lr: the schedule's ``constant`` (LRA ListOps 0.05 with rsqrt => peak 0.05/sqrt(warmup)).
+    schedule: "rsqrt" | "cosine" | "constant" (see ``schedules.py``).
+    warmup_steps: linear warm-up steps.
+    weight_decay: AdamW decoupled weight decay (LRA 0.1 for ListOps).
+    beta1, beta2, eps: Adam moments (LRA 0.9, 0.98, 1e-9).
+    grad_clip: max global gradient norm, null = no clipping.
+    eval_every: evaluate on the full validation split every k steps (and after the last step).
+    timing_warmup_steps: first steps excluded from the throughput figures.
+    log_every: steps between progress-log lines.
+    device: "auto" (CUDA when available), "cpu" or "cuda[:i]".
+    precision: "bf16" (autocast, CUDA only; CPU runs stay fp32) or "fp32".
+    deterministic: torch deterministic algorithms (CPU runs are bit-exact for a seed).
+    """
+
+    max_steps: int
+    batch_size: int
+    eval_batch_size: int
+    lr: float
+    schedule: Literal["rsqrt", "cosine", "constant"]
+    warmup_steps: int
+    weight_decay: float
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-9
+    grad_clip: float | None = None
+    eval_every: int = 100
+    timing_warmup_steps: int = 5
+    log_every: int = 50
+    device: str = "auto"
+    precision: Literal["bf16", "fp32"] = "bf16"
+    deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        positive("trainer", max_steps=self.max_steps, batch_size=self.batch_size,
+                 eval_batch_size=self.eval_batch_size, lr=self.lr, eval_every=self.eval_every,
+                 log_every=self.log_every, eps=self.eps, grad_clip=self.grad_clip)
+        for key in ("warmup_steps", "timing_warmup_steps", "weight_decay"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")
+        for key in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise ConfigError(f"trainer.{key} must be in [0, 1), got {getattr(self, key)}")
+        if self.schedule not in ("rsqrt", "cosine", "constant"):
+            raise ConfigError(f"trainer.schedule must be rsqrt, cosine or constant, got {self.schedule!r}")
+        if self.precision not in ("bf16", "fp32"):
+            raise ConfigError(f"trainer.precision must be bf16 or fp32, got {self.precision!r}")
+        if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
+            raise ConfigError(f"trainer.device must be auto, cpu or cuda[:i], got {self.device!r}")

@@ -1,0 +1,136 @@
+"""The plugin contract, checked for every registered attention variant (tests enumerate the registry)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from lra_bench.attention import get_attention_class, list_attentions
+from lra_bench.errors import ConfigError
+from lra_bench.models.factory import build_attention_factory
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "attention"
+DIM, HEADS, SEQ_LEN = 32, 4, 80
+
+
+def make(name: str, seq_len: int = SEQ_LEN, dropout: float = 0.0):
+    torch.manual_seed(0)
+    factory = build_attention_factory(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"), name)
+    layer = factory(dim=DIM, num_heads=HEADS, seq_len=seq_len, dropout=dropout)
+    return layer.eval()
+
+
+def random_mask(b: int, n: int, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(n // 3, n, (b,), generator=g)
+    lengths[0] = n  # one row without padding
+    return torch.arange(n)[None, :] < lengths[:, None]  # (B, N) True = real
+
+
+def test_registry_matches_config_folder_one_to_one():
+    stems = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+    assert stems == list_attentions()
+    for stem in stems:
+        cfg = OmegaConf.load(CONFIG_DIR / f"{stem}.yaml")
+        assert cfg._partial_ is True, f"{stem}.yaml must set _partial_: true"
+        cls = get_attention_class(stem)
+        assert cfg._target_ == f"{cls.__module__}.{cls.__qualname__}"
+        assert cls.__module__ == f"lra_bench.attention.{stem}", "one variant = one file named after it"
+        assert "http" in (cls.__doc__ or "") + (inspect.getmodule(cls).__doc__ or ""), "cite the paper"
+        # self-contained: no interpolation into other config groups
+        assert "${" not in OmegaConf.to_yaml(cfg)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_config_instantiates_on_its_own(name):
+    cfg = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
+    layer = instantiate(cfg)(dim=DIM, num_heads=HEADS, seq_len=SEQ_LEN, dropout=0.1)
+    assert isinstance(layer, get_attention_class(name))
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_unknown_knob_fails_loudly(name):
+    cfg = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
+    cfg.not_a_knob = 3
+    with pytest.raises(ConfigError, match="not_a_knob"):
+        build_attention_factory(cfg, name)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+@pytest.mark.parametrize("n", [SEQ_LEN, 37])
+def test_shapes_finite_and_gradients(name, n):
+    layer = make(name).train()
+    x = torch.randn(3, n, DIM, requires_grad=True)
+    mask = random_mask(3, n)
+    y = layer(x, mask)
+    assert y.shape == (3, n, DIM)
+    assert torch.isfinite(y).all()
+    y[mask].square().mean().backward()
+    assert torch.isfinite(x.grad).all()
+    no_grad = [p for p, t in layer.named_parameters() if t.requires_grad and t.grad is None]
+    assert not no_grad, f"parameters without gradient: {no_grad}"
+    assert layer(x, None).shape == (3, n, DIM)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_padding_content_never_reaches_real_positions(name):
+    layer = make(name)
+    x = torch.randn(4, SEQ_LEN, DIM)
+    mask = random_mask(4, SEQ_LEN)
+    scrambled = torch.where(mask[..., None], x, 1e3 * torch.randn_like(x))
+    with torch.no_grad():
+        y1, y2 = layer(x, mask), layer(scrambled, mask)
+    assert torch.isfinite(y2).all()
+    torch.testing.assert_close(y1[mask], y2[mask], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_mask_polarity_true_means_real(name):
+    """Flipping the mask must change real outputs: True marks tokens that are attended to."""
+    layer = make(name)
+    x = torch.randn(2, SEQ_LEN, DIM)
+    mask = torch.zeros(2, SEQ_LEN, dtype=torch.bool)
+    mask[:, : SEQ_LEN // 2] = True
+    with torch.no_grad():
+        y_true = layer(x, mask)
+        y_flip = layer(x, ~mask)
+        # with the right polarity, changing the second half (padding) leaves the first half alone
+        x2 = x.clone()
+        x2[:, SEQ_LEN // 2 :] = torch.randn_like(x2[:, SEQ_LEN // 2 :])
+        y_changed = layer(x2, mask)
+    torch.testing.assert_close(y_true[mask], y_changed[mask], rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(y_true[mask], y_flip[mask], atol=1e-4)
+
+
+@pytest.mark.parametrize("name", [n for n in list_attentions() if get_attention_class(n).truncation_exact])
+def test_padded_equals_truncated_at_real_positions(name):
+    layer = make(name)
+    n_real = 45
+    x = torch.randn(2, SEQ_LEN, DIM)
+    mask = torch.zeros(2, SEQ_LEN, dtype=torch.bool)
+    mask[:, :n_real] = True
+    with torch.no_grad():
+        padded = layer(x, mask)[:, :n_real]
+        truncated = layer(x[:, :n_real], None)
+    torch.testing.assert_close(padded, truncated, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_eval_is_deterministic(name):
+    layer = make(name, dropout=0.1)
+    x = torch.randn(2, SEQ_LEN, DIM)
+    mask = random_mask(2, SEQ_LEN)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x, mask), layer(x, mask), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_rejects_sequences_longer_than_seq_len(name):
+    layer = make(name)
+    with pytest.raises(ValueError, match="seq_len"):
+        layer(torch.randn(1, SEQ_LEN + 1, DIM), None)
