@@ -13,7 +13,8 @@ import inspect
 import json
 import types
 import typing
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 

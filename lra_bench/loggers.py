@@ -67,7 +67,9 @@ class WandbLogger:
         self._run.finish(exit_code=exit_code)
 
 
-def build_logger(s: LoggerSettings, name: str, config: dict[str, Any], tags: list[str], out_dir: Path) -> NullLogger | WandbLogger:
+def build_logger(
+    s: LoggerSettings, name: str, config: dict[str, Any], tags: list[str], out_dir: Path
+) -> NullLogger | WandbLogger:
     if s.kind == "wandb":
         return WandbLogger(s, name, config, tags, out_dir)
     return NullLogger()

@@ -189,8 +189,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "data_cache_reused": data.reused,
         "data_seconds": data_seconds,
         "wall_time_s": time.time() - started,
-        "started_at": dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
-        "finished_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "started_at": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(),
     }
     path = write_record(record, p.results_dir)
     log.info("record written to %s (status %s, test acc %s)", path, status, test_acc)

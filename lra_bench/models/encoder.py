@@ -11,7 +11,8 @@ Axes: B batch, N tokens (incl. CLS), C model dim.
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -32,7 +33,9 @@ def sinusoidal_positions(n: int, dim: int) -> Tensor:
 
 class MLP(nn.Sequential):
     def __init__(self, dim: int, hidden: int, dropout: float) -> None:
-        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, dim), nn.Dropout(dropout))
+        super().__init__(
+            nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, dim), nn.Dropout(dropout)
+        )
 
 
 class Block(nn.Module):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf

@@ -65,7 +65,9 @@ def evaluate(model: nn.Module, inputs: np.ndarray, labels: np.ndarray, settings:
     return correct / len(labels)
 
 
-def make_optimizer(model: nn.Module, s: TrainerSettings) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+def make_optimizer(
+    model: nn.Module, s: TrainerSettings
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps,
                                   weight_decay=s.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -1,0 +1,64 @@
+"""Linformer: low-rank projection of keys and values along the sequence axis.
+
+Wang et al. 2020, "Linformer: Self-Attention with Linear Complexity", https://arxiv.org/abs/2006.04768.
+
+Keys and values (B, H, N, D) are projected to (B, H, M, D) with learned E, F in R^{seq_len x M}; for
+N < seq_len the first N rows of E and F are used, and padded rows of K and V are zeroed before the
+projection, so padded content never reaches the projected keys (padded == truncated exactly).
+
+Time O(B·H·N·M·D), memory O(B·H·N·M) (M = ``low_rank_features``, fixed; linear in N).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from lra_bench.attention.base import Attention
+
+
+class LinformerAttention(Attention):
+    """softmax(Q (E_N^T K)^T / √D) (F_N^T V) with E, F shared across heads.
+
+    Args:
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
+        low_rank_features: projected length M (LRA code default 16; the LRA Text config uses 32).
+        share_kv: use one projection for keys and values (E = F, the paper's "key-value sharing").
+        attn_dropout: dropout on the attention probabilities.
+    """
+
+    name = "linformer"
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        seq_len: int,
+        dropout: float,
+        low_rank_features: int = 16,
+        share_kv: bool = False,
+        attn_dropout: float = 0.1,
+    ) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        if low_rank_features <= 0:
+            raise ValueError(f"low_rank_features must be positive, got {low_rank_features}")
+        std = 1.0 / math.sqrt(low_rank_features)
+        self.proj_k = nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # E: (seq_len, M)
+        self.proj_v = None if share_kv else nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # F
+        self.attn_drop = nn.Dropout(attn_dropout)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        n = q.shape[-2]
+        if mask is not None:
+            keep = mask[:, None, :, None]  # (B, 1, N, 1)
+            k = k.masked_fill(~keep, 0.0)
+            v = v.masked_fill(~keep, 0.0)
+        e = self.proj_k[:n].to(k.dtype)  # (N, M)
+        f = e if self.proj_v is None else self.proj_v[:n].to(v.dtype)  # (N, M)
+        k_low = torch.einsum("bhnd,nm->bhmd", k, e)  # (B, H, M, D)
+        v_low = torch.einsum("bhnd,nm->bhmd", v, f)  # (B, H, M, D)
+        scores = torch.einsum("bhnd,bhmd->bhnm", q, k_low) / math.sqrt(self.head_dim)  # (B, H, N, M)
+        probs = self.attn_drop(scores.softmax(dim=-1))  # (B, H, N, M)
+        return torch.einsum("bhnm,bhmd->bhnd", probs, v_low)  # (B, H, N, D)

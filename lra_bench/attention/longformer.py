@@ -1,0 +1,112 @@
+"""Longformer attention: sliding window + dilated sliding window heads + global tokens.
+
+Beltagy et al. 2020, "Longformer: The Long-Document Transformer", https://arxiv.org/abs/2004.05150 (§3.1).
+Token i attends to j when |i - j| <= (w/2)·d and (i - j) mod d == 0 (d = the dilation of its head group), plus
+the first ``num_global`` tokens, which attend to every token and are attended by every token (symmetric global
+attention; the paper's separate global projections are not used, as in LRA's Longformer).
+
+Banded computation: for dilation d the sequence is split into d residue classes (reshape N -> (N/d, d)); inside a
+class the window is a band of half-width r = w/2, computed in blocks of r tokens that attend to the previous, own and
+next block (3r keys) with a band mask. Time O(B·H·N·(w + g)·D), memory O(B·H·N·(w + g)); never N x N.
+"""
+
+from __future__ import annotations
+
+import torch
+from einops import rearrange
+from torch import Tensor, nn
+
+from lra_bench.attention._blocks import (
+    masked_attention,
+    masked_attention_with_shared,
+    neighbor_blocks,
+    pad_dim,
+    real_keys,
+)
+from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
+
+
+class LongformerAttention(Attention):
+    """Sliding-window (optionally dilated per head group) attention with global tokens.
+
+    Args:
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
+        window: total window size w (w/2 tokens on each side; LRA ``sliding_window_size`` 512).
+        dilations: one dilation per head group; heads are split into ``len(dilations)`` nearly equal groups
+            (``[1]`` = no dilation, as in LRA; the paper uses e.g. ``[1, 2]`` on 2 groups of heads).
+        num_global: number of leading tokens with global attention (1 = the CLS token).
+        attn_dropout: dropout on the attention probabilities.
+    """
+
+    name = "longformer"
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        seq_len: int,
+        dropout: float,
+        window: int = 512,
+        dilations: tuple[int, ...] = (1,),
+        num_global: int = 1,
+        attn_dropout: float = 0.1,
+    ) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        self.dilations = tuple(int(d) for d in dilations)
+        if window < 0 or num_global < 0 or not self.dilations or min(self.dilations) <= 0:
+            raise ConfigError(
+                f"longformer: need window >= 0, num_global >= 0 and positive dilations, got "
+                f"window={window}, num_global={num_global}, dilations={list(self.dilations)}"
+            )
+        if len(self.dilations) > num_heads:
+            raise ConfigError(f"longformer: {len(self.dilations)} dilation groups but only {num_heads} heads")
+        self.window = window
+        self.num_global = num_global
+        self.attn_drop = nn.Dropout(attn_dropout)
+
+    def head_groups(self) -> list[tuple[int, int, int]]:
+        """[(first head, end head, dilation)] for each head group."""
+        bounds = torch.tensor_split(torch.arange(self.num_heads), len(self.dilations))
+        return [(int(b[0]), int(b[-1]) + 1, d) for b, d in zip(bounds, self.dilations, strict=True)]
+
+    def _window(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, d: int, g: int) -> Tensor:
+        """Dilated band attention (+ global keys) for one head group: q, k, v (B, h, N, D); real (B, N)."""
+        b_, h_, n, e = q.shape
+        r = self.window // 2
+        kg, vg = k[:, :, :g], v[:, :, :g]  # (B, h, g, D) global keys, shared by every query
+        q, k, v = (rearrange(pad_dim(t, d, dim=2), "b h (m c) e -> b h c m e", c=d) for t in (q, k, v))
+        pos = rearrange(torch.arange(q.shape[3] * d, device=q.device), "(m c) -> c m", c=d)  # original positions
+        m = q.shape[3]
+        w = max(min(r, m), 1)  # band blocks of w tokens attend to blocks -1, 0, +1
+        q, k, v = (rearrange(pad_dim(t, w, dim=3), "b h c (nb w) e -> b h c nb w e", w=w) for t in (q, k, v))
+        nb = q.shape[3]
+        t_idx = rearrange(torch.arange(nb * w, device=q.device), "(nb w) -> nb w", w=w)  # index inside the class
+        pos = rearrange(pad_dim(pos, w, dim=1, value=n), "c (nb w) -> c nb w", w=w)  # (d, nb, w); n = padding
+        real_p = torch.cat([real, real.new_zeros(b_, 1)], dim=1)  # (B, N+1): slot n is "padding"
+        k_real = real_p[:, pos] & (pos >= g)  # (B, d, nb, w); global keys come through the shared set
+        k, v = (rearrange(neighbor_blocks(t, 1, 1, dim=3), "b h c nb s w e -> b h c nb (s w) e") for t in (k, v))
+        k_real = rearrange(neighbor_blocks(k_real, 1, 1, dim=2, value=False), "b c nb s w -> b c nb (s w)")
+        t_key = rearrange(neighbor_blocks(t_idx, 1, 1, dim=0, value=-(10**9)), "nb s w -> nb (s w)")  # (nb, 3w)
+        band = (t_idx[:, :, None] - t_key[:, None, :]).abs() <= r  # (nb, w, 3w)
+        valid = k_real[:, None, :, :, None, :] & band  # (B, 1, d, nb, w, 3w)
+        scale = self.head_dim**-0.5
+        if g > 0:
+            out = masked_attention_with_shared(q, k, v, valid, kg, vg, real[:, :g], scale, self.attn_drop)
+        else:
+            out, _ = masked_attention(q, k, v, valid, scale, self.attn_drop)  # (B, h, d, nb, w, e)
+        out = rearrange(out, "b h c nb w e -> b h c (nb w) e")[:, :, :, :m]  # (B, h, d, m, e)
+        return rearrange(out, "b h c m e -> b h (m c) e")[:, :, :n]  # (B, h, N, e)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        b_, _, n, _ = q.shape
+        g = min(self.num_global, n)
+        real = real_keys(mask, b_, n, q.device)  # (B, N)
+        outs = []
+        for h0, h1, d in self.head_groups():
+            outs.append(self._window(q[:, h0:h1], k[:, h0:h1], v[:, h0:h1], real, d, g))
+        out = torch.cat(outs, dim=1)  # (B, H, N, D)
+        if g > 0:  # global rows attend to every token
+            out_g, _ = masked_attention(q[:, :, :g], k, v, real[:, None, None, :], self.head_dim**-0.5, self.attn_drop)
+            out = torch.cat([out_g, out[:, :, g:]], dim=2)  # (B, H, N, D)
+        return out

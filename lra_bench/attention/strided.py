@@ -1,0 +1,89 @@
+"""Sparse Transformer strided attention, bidirectional and blocked.
+
+Child et al. 2019, "Generating Long Sequences with Sparse Transformers", https://arxiv.org/abs/1904.10509 (§4.2,
+"strided" pattern; the LRA "Sparse Trans." row). With stride l: the local heads attend within non-overlapping
+blocks of l tokens; the strided heads attend to every position j with (i - j) mod l == 0. Together they connect
+any two positions in two hops (a block holds every residue mod l). Default l = ⌈√seq_len⌉ as in the paper.
+
+Computed blocked, never as a masked N x N: the local heads reshape N into (N/l, l) blocks, the strided heads
+reshape N into (N/l, l) and attend along the first axis (one group of N/l tokens per residue).
+Time O(B·H·N·(l + N/l)·D), memory O(B·H·N·(l + N/l)) = O(B·H·N·√N) at l = √N.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import rearrange
+from torch import Tensor, nn
+
+from lra_bench.attention._blocks import combine_by_lse, masked_attention, pad_dim, real_keys
+from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
+
+
+class StridedAttention(Attention):
+    """Heads split between a block-local pattern and a strided (dilated) pattern (Child et al. 2019).
+
+    Args:
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
+        stride: the stride l, also the local block length; None = ⌈√seq_len⌉ (the paper's choice l ≈ √n).
+        merged: True = every head attends to the union of both patterns (the paper's "merged" head);
+            False = the first ⌈H/2⌉ heads are local and the others strided (with one head, merged is used).
+        attn_dropout: dropout on the attention probabilities.
+    """
+
+    name = "strided"
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        seq_len: int,
+        dropout: float,
+        stride: int | None = None,
+        merged: bool = False,
+        attn_dropout: float = 0.1,
+    ) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        self.stride = stride if stride is not None else math.ceil(math.sqrt(seq_len))
+        if self.stride <= 0:
+            raise ConfigError(f"strided: stride must be positive, got {stride}")
+        self.merged = merged or num_heads == 1
+        self.local_heads = num_heads if self.merged else (num_heads + 1) // 2
+        self.attn_drop = nn.Dropout(attn_dropout)
+
+    def _local(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int) -> tuple[Tensor, Tensor]:
+        """Block-local part on padded inputs (B, h, Np, D), real (B, Np); returns out (B,h,Np,D), lse (B,h,Np)."""
+        q, k, v = (rearrange(t, "b h (m s) d -> b h m s d", s=s) for t in (q, k, v))
+        valid = rearrange(real, "b (m s) -> b m s", s=s)[:, None, :, None, :]  # (B, 1, m, 1, s)
+        out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop)  # (B,h,m,s,D)
+        return rearrange(out, "b h m s d -> b h (m s) d"), rearrange(lse, "b h m s -> b h (m s)")
+
+    def _strided(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int, drop_self: bool) -> tuple[Tensor, Tensor]:
+        """Strided part: one group per residue mod s, each of m = Np/s tokens."""
+        q, k, v = (rearrange(t, "b h (m s) d -> b h s m d", s=s) for t in (q, k, v))
+        valid = rearrange(real, "b (m s) -> b s m", s=s)[:, None, :, None, :]  # (B, 1, s, 1, m)
+        if drop_self:  # merged heads: self is already counted in the local block
+            m = q.shape[3]
+            valid = valid & ~torch.eye(m, dtype=torch.bool, device=q.device)  # (B, 1, s, m, m)
+        out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop)  # (B,h,s,m,D)
+        return rearrange(out, "b h s m d -> b h (m s) d"), rearrange(lse, "b h s m -> b h (m s)")
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        b_, _, n, _ = q.shape
+        s = min(self.stride, n)
+        real = pad_dim(real_keys(mask, b_, n, q.device), s, dim=1, value=False)  # (B, Np)
+        q, k, v = (pad_dim(t, s, dim=2) for t in (q, k, v))  # (B, H, Np, D)
+        if self.merged:
+            o_loc, l_loc = self._local(q, k, v, real, s)
+            o_str, l_str = self._strided(q, k, v, real, s, drop_self=True)
+            # the strided part may be empty (no other real token with the same residue): its lse is ~dtype-min
+            out = combine_by_lse(torch.stack([o_loc, o_str], dim=2), torch.stack([l_loc, l_str], dim=2), dim=2)
+        else:
+            hl = self.local_heads
+            o_loc, _ = self._local(q[:, :hl], k[:, :hl], v[:, :hl], real, s)  # (B, hl, Np, D)
+            o_str, _ = self._strided(q[:, hl:], k[:, hl:], v[:, hl:], real, s, drop_self=False)  # (B, H-hl, Np, D)
+            out = torch.cat([o_loc, o_str], dim=1)  # (B, H, Np, D)
+        return out[:, :, :n]  # (B, H, N, D)

@@ -1,0 +1,61 @@
+"""Forward+backward time and peak memory of every attention layer alone, relative to softmax.
+
+Each (attention, N) cell runs in a fresh process (memory isolation); timings are medians over repeats
+after warm-up. Example (the figures in the zoo issues' notes):
+    python scripts/bench_attention.py --lengths 1024 4096 --batch 2 --dim 64 --heads 4 --out results/attention_bench.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lra_bench.attention import list_attentions  # noqa: E402
+from lra_bench.benchmark import run_isolated  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--attentions", nargs="*", default=None, help="default: every registered variant")
+    ap.add_argument("--lengths", nargs="+", type=int, default=[1024, 4096])
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--out", type=Path, default=None, help="CSV to write (printed as Markdown either way)")
+    args = ap.parse_args()
+    names = args.attentions or list_attentions()
+    if "softmax" not in names:
+        names = ["softmax", *names]
+    rows = []
+    for n in args.lengths:
+        for name in names:
+            payload = {"attention": name, "n": n, "batch": args.batch, "dim": args.dim, "heads": args.heads,
+                       "warmup": args.warmup, "repeats": args.repeats, "device": args.device, "seed": 0}
+            res = run_isolated("lra_bench.bench_attention_cell", payload, args.timeout)
+            rows.append({"attention": name, "n": n, **res})
+            print(f"{name:>14} N={n:<6} {res.get('status')} median {res.get('median_s', float('nan')):.4f}s "
+                  f"peak+{(res.get('peak_delta_bytes') or 0) / 2**20:.1f} MiB", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    base = df[df.attention == "softmax"].set_index("n")
+    df["time_vs_softmax"] = df.apply(lambda r: r.median_s / base.loc[r.n, "median_s"], axis=1)
+    df["memory_vs_softmax"] = df.apply(lambda r: r.peak_delta_bytes / base.loc[r.n, "peak_delta_bytes"], axis=1)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(args.out, index=False)
+    wide = df.pivot(index="attention", columns="n", values=["time_vs_softmax", "memory_vs_softmax"])
+    print(f"batch {args.batch}, dim {args.dim}, heads {args.heads}, device {args.device}, "
+          f"median of {args.repeats} after {args.warmup} warm-up; memory = peak growth over inputs+weights")
+    print(wide.round(3).to_markdown() if hasattr(wide, "to_markdown") else wide.round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()

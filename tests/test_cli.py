@@ -1,0 +1,112 @@
+"""The command line: the main job, --help / --cfg, and every bad input failing clearly before training."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lra_bench.attention import list_attentions
+from tests.conftest import ROOT
+
+
+def run_cli(tmp_path: Path, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LRA_RESULTS_DIR": str(tmp_path / "runs"), "LRA_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def records(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "runs").rglob("record.json")) if (tmp_path / "runs").exists() else []
+
+
+def test_smoke_run_end_to_end(tmp_path):
+    proc = run_cli(tmp_path, "attention=softmax", "task=listops", "profile=smoke")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (path,) = records(tmp_path)
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok" and record["test_acc"] is not None
+
+
+def test_help_and_cfg_job(tmp_path):
+    proc = run_cli(tmp_path, "--help")
+    assert proc.returncode == 0 and "attention" in proc.stdout and "profile" in proc.stdout
+    proc = run_cli(tmp_path, "--cfg", "job", "attention=softmax", "profile=paper")
+    assert proc.returncode == 0
+    assert "_target_: lra_bench.attention.softmax.SoftmaxAttention" in proc.stdout
+    assert "dim: 512" in proc.stdout and "max_steps: 5000" in proc.stdout
+
+
+def test_unknown_attention_lists_valid_options(tmp_path):
+    proc = run_cli(tmp_path, "attention=perfomer", "profile=smoke")
+    assert proc.returncode != 0
+    assert "Could not find 'attention/perfomer'" in proc.stderr
+    for name in list_attentions():
+        assert name in proc.stderr
+    assert not records(tmp_path)
+
+
+@pytest.mark.parametrize("group, bad", [("task", "listopz"), ("profile", "gpu_huge")])
+def test_unknown_task_or_profile_lists_valid_options(tmp_path, group, bad):
+    proc = run_cli(tmp_path, f"{group}={bad}")
+    assert proc.returncode != 0 and f"{group}/{bad}" in proc.stderr
+    assert "listops" in proc.stderr if group == "task" else "smoke" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.batch_size=abc", "trainer: option 'batch_size' must be of type int, got 'abc'"),
+        ("trainer.max_steps=0", "trainer.max_steps must be > 0"),
+        ("trainer.lr=-0.1", "trainer.lr must be > 0"),
+        ("model.num_heads=3", "must be a positive multiple of model.num_heads=3"),
+        ("+attention.not_a_knob=1", "attention=softmax: unknown option 'not_a_knob'"),
+        ("+trainer.bacth_size=8", "trainer: unknown option 'bacth_size'"),
+        ("model.pool=max", "model: option 'pool' must be of type"),
+        ("task.data_dir=/definitely/missing", "task.data_dir=/definitely/missing does not exist"),
+    ],
+)
+def test_bad_config_fails_before_any_data(tmp_path, override, message):
+    proc = run_cli(tmp_path, "profile=smoke", override)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not records(tmp_path) and not (tmp_path / "cache" / "listops").exists()
+
+
+def test_malformed_tsv_in_data_dir_names_file_and_line(tmp_path):
+    data = tmp_path / "listops-1000"
+    data.mkdir()
+    good = "Source\tTarget\n( ( ( [MAX 2 ) 9 ) ] )\t9\n( ( ( [MIN 2 ) 9 ) ] )\t2\n"
+    for split in ("train", "val"):
+        (data / f"basic_{split}.tsv").write_text(good * 1)
+    (data / "basic_test.tsv").write_text(good + "( ( [SM 1 ) ] )\n")
+    proc = run_cli(tmp_path, "profile=smoke", f"task.data_dir={data}")
+    assert proc.returncode == 2
+    assert f"{data / 'basic_test.tsv'}:4: expected 2 tab-separated fields" in proc.stderr
+    assert "Traceback" not in proc.stderr and not records(tmp_path)
+
+
+def test_logger_none_does_not_import_wandb(tmp_path):
+    code = (
+        "import sys, runpy; sys.argv=['run.py','profile=smoke','trainer.max_steps=4','trainer.eval_every=2'];"
+        "\ntry:\n    runpy.run_path('run.py', run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code\n"
+        "assert 'wandb' not in sys.modules, 'wandb imported'\n"
+    )
+    env = {**os.environ, "LRA_RESULTS_DIR": str(tmp_path / "runs"), "LRA_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_wandb_offline_logs_the_run(tmp_path):
+    proc = run_cli(tmp_path, "profile=smoke", "logger=wandb", "trainer.max_steps=4", "trainer.eval_every=2",
+                   timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = list((tmp_path / "cache" / "wandb").rglob("offline-run-*"))
+    assert runs, "no offline wandb run folder"
+    assert list(runs[0].rglob("*.wandb"))

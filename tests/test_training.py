@@ -1,0 +1,121 @@
+"""Trainer behaviour: best-val weights are the ones tested, determinism, every variant trains, hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from lra_bench.attention import list_attentions
+from lra_bench.models.encoder import Classifier, Encoder
+from lra_bench.models.factory import build_attention_factory
+from lra_bench.runner import run
+from lra_bench.train import loop
+from lra_bench.train.settings import TrainerSettings
+from tests.conftest import CONFIGS
+
+
+def tiny_model(attention: str = "softmax", max_len: int = 48, vocab: int = 17, classes: int = 10) -> Classifier:
+    factory = build_attention_factory(OmegaConf.load(CONFIGS / "attention" / f"{attention}.yaml"), attention)
+    encoder = Encoder(factory, vocab, max_len, 0, dim=32, depth=1, num_heads=2, mlp_dim=64, dropout=0.0,
+                      positions="sinusoidal", pool="mean")
+    return Classifier(encoder, mlp_dim=64, num_classes=classes)
+
+
+def settings(**over) -> TrainerSettings:
+    base = dict(max_steps=12, batch_size=8, eval_batch_size=7, lr=1e-3, schedule="constant", warmup_steps=0,
+                weight_decay=0.0, eval_every=3, log_every=4, timing_warmup_steps=2)
+    return TrainerSettings(**{**base, **over})
+
+
+def toy_data(n: int = 64, max_len: int = 48, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(1, 17, size=(n, max_len)).astype(np.uint8)
+    x[:, max_len // 2 :] *= rng.random((n, 1)) < 0.5  # some rows padded halfway
+    y = (x[:, 0] % 10).astype(np.int64)
+    return {s: (x, y) for s in ("train", "val", "test")}
+
+
+def test_best_validation_weights_are_restored_and_tested(monkeypatch):
+    """Val accuracy peaks at the 2nd eval; the returned model must hold exactly those weights."""
+    torch.manual_seed(0)
+    model = tiny_model()
+    scripted = iter([0.2, 0.9, 0.5, 0.9])  # evals at steps 3, 6, 9, 12; tie at 12 must not replace 6
+    snapshots = {}
+
+    def fake_evaluate(m, inputs, labels, s, device):
+        snapshots[len(snapshots)] = {k: v.clone() for k, v in m.state_dict().items()}
+        return next(scripted)
+
+    monkeypatch.setattr(loop, "evaluate", fake_evaluate)
+    result = loop.train(model, toy_data(), settings(), torch.device("cpu"), seed=0)
+    assert (result.best_val_acc, result.best_step) == (0.9, 6)
+    assert [e["step"] for e in result.evals] == [3, 6, 9, 12]
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, snapshots[1][key], rtol=0, atol=0)
+    assert not torch.equal(snapshots[1]["head.0.weight"], snapshots[3]["head.0.weight"])
+
+
+def test_evaluation_counts_every_example_including_the_remainder():
+    model = tiny_model().eval()
+    x, y = toy_data(n=23)["test"]  # 23 examples, eval batch 7: 3 full batches + remainder of 2
+    with torch.no_grad():
+        preds = model(torch.from_numpy(x.astype(np.int64))).argmax(-1).numpy()
+    expected = float((preds == y).mean())
+    assert loop.evaluate(model, x, y, settings(), torch.device("cpu")) == pytest.approx(expected)
+
+
+def test_timer_excludes_warmup_steps():
+    result = loop.train(tiny_model(), toy_data(), settings(max_steps=10, timing_warmup_steps=4), torch.device("cpu"), 0)
+    assert result.timer.timed_steps == 6
+    assert result.timer.steps_per_second() > 0
+
+
+def test_nan_loss_raises_diverged(monkeypatch):
+    model = tiny_model()
+    with torch.no_grad():
+        model.head[2].bias.fill_(float("nan"))
+    with pytest.raises(loop.Diverged, match="step 1"):
+        loop.train(model, toy_data(), settings(), torch.device("cpu"), 0)
+
+
+def test_on_train_step_hook_is_called_every_step():
+    model = tiny_model()
+    calls = []
+    model.encoder.blocks[0].attn.on_train_step = calls.append
+    loop.train(model, toy_data(), settings(max_steps=5), torch.device("cpu"), 0)
+    assert calls == [1, 2, 3, 4, 5]
+
+
+def test_runs_are_bit_identical_for_a_seed(smoke_cfg):
+    a = run(smoke_cfg("seed=7", "trainer.max_steps=8", "trainer.eval_every=4"))
+    b = run(smoke_cfg("seed=7", "trainer.max_steps=8", "trainer.eval_every=4"))
+    assert a["evals"] == b["evals"] and a["test_acc"] == b["test_acc"] and a["config_hash"] == b["config_hash"]
+    assert b["data_cache_reused"] and not a["data_cache_reused"]
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_every_variant_trains_on_a_fixed_batch(name):
+    torch.manual_seed(0)
+    model = tiny_model(name)
+    x, y = (torch.from_numpy(a) for a in toy_data(n=16)["train"])
+    x = x.long()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(25):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        assert torch.isfinite(loss)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:5]), losses
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_every_variant_runs_the_smoke_profile(smoke_cfg, name):
+    """What `python run.py attention=NAME task=listops profile=smoke` does, in-process."""
+    record = run(smoke_cfg(f"attention={name}", "trainer.max_steps=6", "trainer.eval_every=3"))
+    assert record["status"] == "ok", record["message"]
+    assert record["attention"] == name and record["test_acc"] is not None
