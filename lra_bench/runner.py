@@ -26,7 +26,7 @@ from lra_bench.config import check_kwargs, config_hash, to_dataclass
 from lra_bench.errors import ConfigError
 from lra_bench.loggers import LoggerSettings, build_logger
 from lra_bench.measure import memory_kind, rss_bytes
-from lra_bench.models.encoder import Classifier, Encoder
+from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_name, build_attention_factory
 from lra_bench.records import git_commit, run_dir, write_record
 from lra_bench.train.loop import Diverged, evaluate, train
@@ -43,7 +43,7 @@ class Plan:
 
     attention: str
     task: Any
-    model: Classifier
+    model: Classifier | DualClassifier
     trainer: TrainerSettings
     logger: LoggerSettings
     seed: int
@@ -63,11 +63,13 @@ def build_task(cfg: DictConfig) -> Any:
     return to_dataclass(cls, OmegaConf.create(values), "task")
 
 
-def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier:
+def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier:
     model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
     check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
     encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
                       max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+    if task.dual:
+        return DualClassifier(encoder, model_kwargs["mlp_dim"], task.num_classes, task.interaction)
     return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)
 
 
@@ -141,7 +143,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     timer = result.timer if result else None
     sps = timer.steps_per_second() if timer else None
-    tokens_per_step = p.trainer.batch_size * p.task.max_len
+    tokens_per_step = p.trainer.batch_size * p.task.max_len * (2 if p.task.dual else 1)
     test_labels = data.labels["test"]
     record = {
         "run_id": run_id,
@@ -159,6 +161,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "test_examples": int(len(test_labels)),
         "val_examples": int(len(data.labels["val"])),
         "test_majority_rate": float(np.bincount(test_labels).max() / len(test_labels)),
+        "examples": {s: int(len(y)) for s, y in data.labels.items()},
         "evals": result.evals if result else [],
         "steps": result.steps if result else None,
         "throughput": {
@@ -170,6 +173,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "warmup_steps_excluded": p.trainer.timing_warmup_steps,
             "batch_size": p.trainer.batch_size,
             "seq_len": p.task.max_len,
+            "documents_per_example": 2 if p.task.dual else 1,
         },
         "memory": {
             "peak_bytes": result.peak_memory_bytes if result else None,
@@ -186,6 +190,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "git_commit": git_commit(),
         "dataset_fingerprint": data.meta["fingerprint"],
         "dataset_source": data.meta.get("source"),
+        "synthetic": bool(data.meta.get("synthetic", False)),  # synthetic runs never enter an LRA score
         "data_cache_reused": data.reused,
         "data_seconds": data_seconds,
         "wall_time_s": time.time() - started,

@@ -113,3 +113,21 @@ def test_missing_data_dir_says_how_to_fix(tmp_path):
     (tmp_path / "basic_train.tsv").write_text("Source\tTarget\n")
     with pytest.raises(DataError, match="lacks basic_val.tsv, basic_test.tsv"):
         ListOpsTask(data_dir=str(tmp_path)).check_source()
+
+
+def test_prepare_command_is_idempotent_and_reports_balance(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    cmd = [sys.executable, "scripts/prepare_data.py", "task=listops", "profile=smoke",
+           f"paths.cache_dir={tmp_path}"]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert "prepared" in first.stdout and "train:     512 examples" in first.stdout and "majority" in first.stdout
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "cache reused" in second.stdout
+    assert first.stdout.splitlines()[1] == second.stdout.splitlines()[1]  # same fingerprint
+    bad = subprocess.run([*cmd, "task.data_dir=/nope"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "lra_release.gz" in bad.stderr

@@ -83,7 +83,8 @@ def load_or_build(
             shutil.rmtree(tmp, ignore_errors=True)
     meta = json.loads((entry / META).read_text())
     inputs, labels = {}, {}
-    for split in meta["splits"]:
+    order = ("train", "val", "test")
+    for split in sorted(meta["splits"], key=lambda s: (order.index(s) if s in order else len(order), s)):
         table = load_from_disk(str(entry / split)).data  # memory-mapped Arrow table
         ids = table.column("input_ids").combine_chunks()  # fixed-length rows (padded at build time)
         flat = ids.flatten().to_numpy(zero_copy_only=False)

@@ -14,6 +14,7 @@ from lra_bench.config import positive, to_dataclass
 from lra_bench.data import listops
 from lra_bench.data.cache import CachedSplits, file_sha256, load_or_build, stable_hash
 from lra_bench.data.listops_generate import ListOpsSpec, generate
+from lra_bench.data.task import Task
 from lra_bench.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -23,28 +24,36 @@ TOKENIZER_VERSION = 1  # bump when tokenisation changes, so old caches are not r
 
 
 @dataclass
-class ListOpsTask:
+class ListOpsTask(Task):
     """ListOps (Nangia & Bowman 2018) as in LRA: 10 classes, sequences up to ``max_len`` tokens.
 
     Args:
         name: task name used in records ("listops").
-        data_dir: folder with the release's ``basic_{train,val,test}.tsv`` (``lra_release/listops-1000``);
-            null = generate with the project's own implementation of the official generator.
+        source: "auto" (release files when data_dir is set, else generate), "generate", "files" or "synthetic".
+        data_dir: folder with the release's ``basic_{train,val,test}.tsv`` (``lra_release/listops-1000``).
         max_len: truncation / padding length (LRA: 2000).
-        generator: flags of the official generator (see ``ListOpsSpec``), used when data_dir is null.
+        synthetic_sizes: [train, val, test] for source=synthetic.
+        generator: flags of the official generator (see ``ListOpsSpec``), used when generating.
     """
 
     name: str = "listops"
+    source: str = "auto"
     data_dir: str | None = None
     max_len: int = 2000
+    synthetic_sizes: list[int] = field(default_factory=lambda: [2048, 256, 256])
     generator: dict[str, Any] = field(default_factory=dict)
 
-    vocab_size: int = dataclasses.field(default=listops.VOCAB_SIZE, init=False)
-    num_classes: int = dataclasses.field(default=listops.NUM_CLASSES, init=False)
-    pad_id: int = dataclasses.field(default=listops.PAD_ID, init=False)
+    vocab_size = listops.VOCAB_SIZE
+    num_classes = listops.NUM_CLASSES
+    pad_id = listops.PAD_ID
+    sources = ("auto", "generate", "files")
 
     def __post_init__(self) -> None:
-        positive("task", max_len=self.max_len)
+        super().__post_init__()
+        if self.source == "auto":
+            self.source = "files" if self.data_dir is not None else "generate"
+        if self.source == "files" and self.data_dir is None:
+            raise ConfigError("task.source=files needs task.data_dir=/path/to/lra_release/listops-1000")
         self.spec = to_dataclass(ListOpsSpec, self.generator, "task.generator")
         s = self.spec
         positive("task.generator", num_train=s.num_train, num_val=s.num_val, num_test=s.num_test,
@@ -58,7 +67,7 @@ class ListOpsTask:
 
     def check_source(self) -> None:
         """Fail early (before any training) when ``data_dir`` is set but unusable."""
-        if self.data_dir is None:
+        if self.source != "files":
             return
         root = Path(self.data_dir).expanduser()
         hint = (
@@ -73,7 +82,7 @@ class ListOpsTask:
 
     def tsv_dir(self, cache_dir: Path) -> Path:
         """Where the TSVs are read from: the user's folder, or the generated copy in the cache."""
-        if self.data_dir is not None:
+        if self.source == "files":
             return Path(self.data_dir).expanduser()
         root = Path(cache_dir) / "listops" / "generated" / stable_hash(dataclasses.asdict(self.spec))[:16]
         if not all(listops.split_path(root, s).is_file() for s in listops.SPLITS):
@@ -83,9 +92,8 @@ class ListOpsTask:
                 listops.write_tsv(rows[split], listops.split_path(root, split))
         return root
 
-    def load(self, cache_dir: Path) -> CachedSplits:
+    def load_real(self, cache_dir: Path) -> CachedSplits:
         """Tokenised splits, built once from the TSVs and cached as Arrow."""
-        self.check_source()
         root = self.tsv_dir(cache_dir)
         shas = {s: file_sha256(listops.split_path(root, s)) for s in listops.SPLITS}
         key = {"task": "listops", "tsv_sha256": shas, "max_len": self.max_len, "tokenizer": TOKENIZER_VERSION}
@@ -99,9 +107,8 @@ class ListOpsTask:
                     encoded = listops.encode(source, self.max_len)
                     ids[i, : len(encoded)] = encoded
                 splits[split] = (ids, np.asarray([t for _, t in rows], dtype=np.int64))
-            source = "files" if self.data_dir is not None else "generate"
-            meta = {"fingerprint": stable_hash(shas), "source": source, "tsv_dir": str(root),
-                    "generator": dataclasses.asdict(self.spec) if source == "generate" else None}
+            meta = {"fingerprint": stable_hash(shas), "source": self.source, "tsv_dir": str(root),
+                    "generator": dataclasses.asdict(self.spec) if self.source == "generate" else None}
             return splits, meta
 
         return load_or_build(Path(cache_dir), "listops/arrow", key, build)

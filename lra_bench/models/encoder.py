@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import torch
+from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention
@@ -60,7 +61,7 @@ class Encoder(nn.Module):
     Args:
         attention: the partial from ``configs/attention/NAME.yaml``; called with dim, num_heads,
             seq_len, dropout for each layer.
-        vocab_size, max_len, pad_id: from the task.
+        vocab_size, max_len, pad_id: from the task (pad_id None: every position is real, no mask).
         dim, depth, num_heads, mlp_dim, dropout: model size (``configs/model``).
         positions: "sinusoidal" (LRA default) or "learned".
         pool: "cls" (learned token prepended) or "mean" (mean over real tokens).
@@ -71,7 +72,7 @@ class Encoder(nn.Module):
         attention: Callable[..., Attention],
         vocab_size: int,
         max_len: int,
-        pad_id: int,
+        pad_id: int | None,
         dim: int,
         depth: int,
         num_heads: int,
@@ -102,17 +103,20 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(dim)
 
     def forward(self, input_ids: Tensor) -> Tensor:
-        mask = input_ids != self.pad_id  # (B, L) True = real token
+        mask = None if self.pad_id is None else input_ids != self.pad_id  # (B, L) True = real token
         x = self.embed(input_ids)  # (B, L, C)
         if self.cls is not None:
             x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1 + L, C)
-            mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)  # (B, 1 + L)
+            if mask is not None:
+                mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)  # (B, 1 + L)
         x = self.drop(x + self.pos[:, : x.shape[1]])
         for block in self.blocks:
             x = block(x, mask)
         x = self.norm(x)  # (B, N, C)
         if self.cls is not None:
             return x[:, 0]  # (B, C)
+        if mask is None:
+            return x.mean(1)  # (B, C)
         weights = mask.to(x.dtype)[..., None]  # (B, N, 1)
         return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, C)
 
@@ -127,3 +131,26 @@ class Classifier(nn.Module):
 
     def forward(self, input_ids: Tensor) -> Tensor:
         return self.head(self.encoder(input_ids))  # (B, num_classes)
+
+
+class DualClassifier(nn.Module):
+    """Two-tower matching (LRA retrieval): one shared encoder for both documents, then LRA's dual head
+    ``Dense(mlp_dim) -> ReLU -> Dense(mlp_dim // 2) -> ReLU -> Dense(num_classes)`` over the interaction:
+    ``concat`` = [u, v] (the released code) or ``nli`` = [u, v, u·v, u−v] (the paper's Eq. 1).
+    """
+
+    def __init__(self, encoder: Encoder, mlp_dim: int, num_classes: int, interaction: Literal["concat", "nli"]) -> None:
+        super().__init__()
+        if interaction not in ("concat", "nli"):
+            raise ConfigError(f"task.interaction must be 'concat' or 'nli', got {interaction!r}")
+        self.encoder, self.interaction = encoder, interaction
+        width = encoder.dim * (2 if interaction == "concat" else 4)
+        self.head = nn.Sequential(nn.Linear(width, mlp_dim), nn.ReLU(), nn.Linear(mlp_dim, mlp_dim // 2), nn.ReLU(),
+                                  nn.Linear(mlp_dim // 2, num_classes))
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        b = input_ids.shape[0]
+        pooled = self.encoder(rearrange(input_ids, "b two l -> (two b) l"))  # (2B, C), shared encoder
+        u, v = pooled[:b], pooled[b:]  # (B, C) each
+        feats = [u, v] if self.interaction == "concat" else [u, v, u * v, u - v]
+        return self.head(torch.cat(feats, dim=-1))  # (B, num_classes)
