@@ -5,6 +5,7 @@ its peak memory in a fresh process so that one configuration's allocations never
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -56,15 +57,22 @@ def peak_memory_of(fn: Callable[[], Any], device: torch.device) -> dict[str, int
             "peak_delta_bytes": None if peak is None or before is None else max(0, peak - before)}
 
 
-def run_isolated(module: str, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+def _limit_address_space(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run_isolated(module: str, payload: dict[str, Any], timeout: float,
+                 memory_limit_bytes: int | None = None) -> dict[str, Any]:
     """Run ``python -m module`` in a fresh process with ``payload`` as JSON on stdin; parse its JSON stdout.
 
     Errors come back as ``{"status": "oom" | "failed" | "timeout", "message": ...}`` instead of raising,
-    so one bad cell never stops a benchmark.
+    so one bad cell never stops a benchmark. ``memory_limit_bytes`` caps the child's address space
+    (Linux RLIMIT_AS): a CPU stand-in for a device with that much memory.
     """
+    limit = None if memory_limit_bytes is None else (lambda: _limit_address_space(memory_limit_bytes))
     try:
         proc = subprocess.run([sys.executable, "-m", module], input=json.dumps(payload), capture_output=True,
-                              text=True, timeout=timeout)
+                              text=True, timeout=timeout, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "message": f"exceeded {timeout:.0f}s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

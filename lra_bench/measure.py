@@ -100,3 +100,11 @@ class StepTimer:
 
     def steps_per_second(self) -> float | None:
         return self.timed_steps / self.timed_seconds if self.durations and self.timed_seconds > 0 else None
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether an exception means out of memory: CUDA OOM, MemoryError, or the CPU allocator's failure."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)

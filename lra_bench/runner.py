@@ -25,7 +25,7 @@ import lra_bench
 from lra_bench.config import check_kwargs, config_hash, to_dataclass
 from lra_bench.errors import ConfigError
 from lra_bench.loggers import LoggerSettings, build_logger
-from lra_bench.measure import memory_kind, rss_bytes
+from lra_bench.measure import is_oom, memory_kind, rss_bytes
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_name, build_attention_factory
 from lra_bench.records import git_commit, run_dir, write_record
@@ -133,11 +133,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         logger.log({"test/acc": test_acc}, p.trainer.max_steps)
     except Diverged as e:
         status, message = "diverged", str(e)
-    except (torch.OutOfMemoryError, MemoryError) as e:
-        status, message = "oom", f"{type(e).__name__}: {e}"
-    except Exception as e:  # noqa: BLE001 - any other failure is recorded, then reported by run.py
-        log.exception("run failed")
-        status, message = "failed", f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - any failure is recorded, then reported by run.py
+        status = "oom" if is_oom(e) else "failed"
+        message = f"{type(e).__name__}: {str(e)[:2000]}"
+        log.error("run ended with status %s: %s", status, message, exc_info=status == "failed")
     finally:
         logger.finish(exit_code=0 if status == "ok" else 1)
 

@@ -15,8 +15,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from omegaconf import OmegaConf  # noqa: E402
+
 from lra_bench.attention import list_attentions  # noqa: E402
 from lra_bench.benchmark import run_isolated  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "attention"
 
 
 def main() -> None:
@@ -38,9 +42,11 @@ def main() -> None:
     rows = []
     for n in args.lengths:
         for name in names:
-            payload = {"attention": name, "n": n, "batch": args.batch, "dim": args.dim, "heads": args.heads,
-                       "warmup": args.warmup, "repeats": args.repeats, "device": args.device, "seed": 0}
-            res = run_isolated("lra_bench.bench_attention_cell", payload, args.timeout)
+            config = {"attention": OmegaConf.to_container(OmegaConf.load(CONFIGS / f"{name}.yaml")),
+                      "model": {"dim": args.dim, "num_heads": args.heads}, "trainer": {"precision": "fp32"}}
+            payload = {"mode": "attention", "config": config, "n": n, "batch": args.batch,
+                       "warmup": args.warmup, "repeats": args.repeats, "device": args.device}
+            res = run_isolated("lra_bench.bench_cell", payload, args.timeout)
             rows.append({"attention": name, "n": n, **res})
             print(f"{name:>14} N={n:<6} {res.get('status')} median {res.get('median_s', float('nan')):.4f}s "
                   f"peak+{(res.get('peak_delta_bytes') or 0) / 2**20:.1f} MiB", file=sys.stderr, flush=True)
@@ -54,7 +60,7 @@ def main() -> None:
     wide = df.pivot(index="attention", columns="n", values=["time_vs_softmax", "memory_vs_softmax"])
     print(f"batch {args.batch}, dim {args.dim}, heads {args.heads}, device {args.device}, "
           f"median of {args.repeats} after {args.warmup} warm-up; memory = peak growth over inputs+weights")
-    print(wide.round(3).to_markdown() if hasattr(wide, "to_markdown") else wide.round(3).to_string())
+    print(wide.round(3).to_markdown())
 
 
 if __name__ == "__main__":

@@ -13,13 +13,12 @@ CONFIGS = ROOT / "configs"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
-def compose_run(overrides: list[str], tmp_path: Path) -> DictConfig:
-    """configs/run.yaml composed like run.py does, with results and cache under tmp_path."""
+def compose_run(overrides: list[str], tmp_path: Path, config_name: str = "run") -> DictConfig:
+    """configs/<config_name>.yaml composed like run.py does, with results, bench and cache under tmp_path."""
+    paths = [f"paths.results_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}",
+             f"paths.bench_dir={tmp_path / 'bench'}"]
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose(
-            config_name="run",
-            overrides=[f"paths.results_dir={tmp_path / 'runs'}", f"paths.cache_dir={tmp_path / 'cache'}", *overrides],
-        )
+        cfg = compose(config_name=config_name, overrides=[*paths, *overrides])
     OmegaConf.resolve(cfg)
     return cfg
 

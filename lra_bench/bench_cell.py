@@ -1,0 +1,83 @@
+"""One efficiency-benchmark cell in its own process (so its peak memory is isolated from every other cell).
+
+stdin: JSON {mode: "model" | "attention", config: <resolved run config>, n, batch, warmup, repeats, device}.
+    model:     a full training step of the task's model (forward, loss, backward, AdamW step) on a synthetic
+               batch of n tokens per sequence (every position real, as at the benchmark's fixed length);
+    attention: forward + backward of one attention layer alone (model.dim, model.num_heads), input (batch, n, dim).
+stdout: one JSON line {status, median_s, q1_s, q3_s, min_s, repeats, warmup, peak_bytes, before_bytes,
+        peak_delta_bytes, params}. Peak memory is taken on the first step of the fresh process, relative to the
+        memory held once the model and inputs exist (so it includes activations, gradients and the optimizer
+        state the step allocates); it comes before the timed steps because a CPU allocator keeps freed pages
+        resident, which would hide later steps' peaks.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+
+import torch
+from omegaconf import OmegaConf
+
+from lra_bench.benchmark import asdict, peak_memory_of, time_callable
+from lra_bench.measure import is_oom
+from lra_bench.models.factory import build_attention_factory
+from lra_bench.runner import build_model, build_task
+
+
+def model_step(cfg, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
+    cfg.task.max_len = n
+    task = build_task(cfg.task)
+    model = build_model(cfg, cfg.attention, task).to(device).train()
+    low = 0 if task.pad_id is None else 1
+    shape = (batch, 2, n) if task.dual else (batch, n)
+    x = torch.randint(low, task.vocab_size, shape, device=device)
+    y = torch.randint(0, task.num_classes, (batch,), device=device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, sum(p.numel() for p in model.parameters())
+
+
+def attention_step(cfg, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
+    layer = build_attention_factory(cfg.attention)(dim=cfg.model.dim, num_heads=cfg.model.num_heads, seq_len=n,
+                                                   dropout=0.0).to(device).train()
+    x = torch.randn(batch, n, cfg.model.dim, device=device, requires_grad=True)
+    mask = torch.ones(batch, n, dtype=torch.bool, device=device)
+
+    def step() -> None:
+        layer(x, mask).float().sum().backward()
+        x.grad = None
+        layer.zero_grad(set_to_none=True)
+
+    return step, sum(p.numel() for p in layer.parameters())
+
+
+def main() -> None:
+    p = json.loads(sys.stdin.read())
+    device = torch.device(p["device"])
+    torch.manual_seed(0)
+    cfg = OmegaConf.create(p["config"])
+    make = model_step if p["mode"] == "model" else attention_step
+    step, params = make(cfg, p["n"], p["batch"], device)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                and cfg.trainer.precision == "bf16" else torch.autocast("cpu", enabled=False))
+    try:
+        with autocast:
+            memory = peak_memory_of(step, device)
+            timing = time_callable(step, device, warmup=p["warmup"], repeats=p["repeats"])
+    except Exception as e:  # noqa: BLE001 - reported to the parent as a cell status
+        status = "oom" if is_oom(e) else "failed"
+        print(json.dumps({"status": status, "message": f"{type(e).__name__}: {str(e)[:500]}", "params": params}))
+        return
+    print(json.dumps({"status": "ok", **asdict(timing), **memory, "params": params}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""LRA Table 2 from benchmark cells: steps/s and peak memory against length, ratios to softmax, fitted
+log-log exponents, the paper's numbers beside ours, and the rank agreement with the paper.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lra_bench import paper  # noqa: E402
+from lra_bench.reports.store import flatten, read_json_tree  # noqa: E402
+
+GROUP = ["device", "profile", "batch", "mode"]
+
+
+def load_cells(bench_dir: Path) -> pd.DataFrame:
+    rows, _ = read_json_tree(bench_dir)
+    df = flatten(rows)
+    if df.empty:
+        return df
+    df = df.sort_values("created_at").drop_duplicates(["attention", *GROUP, "n"], keep="last")
+    ok = df["status"] == "ok"
+    df["steps_per_s"] = np.where(ok, 1.0 / df.get("median_s", np.nan), np.nan)
+    df["memory_bytes"] = np.where(ok, df.get("peak_delta_bytes", np.nan), np.nan)
+    return df.reset_index(drop=True)
+
+
+def fit_exponent(ns: np.ndarray, values: np.ndarray) -> float:
+    """Slope b of log(value) = a + b log(n), least squares over the finite, positive points (NaN if < 2)."""
+    ns, values = np.asarray(ns, float), np.asarray(values, float)
+    keep = np.isfinite(values) & (values > 0)
+    if keep.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(ns[keep]), np.log(values[keep]), 1)[0])
+
+
+def with_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """Add speed and memory ratios to softmax measured in the same setting (device, profile, batch, mode, n)."""
+    base = df[df.attention == "softmax"].set_index([*GROUP, "n"])[["steps_per_s", "memory_bytes"]]
+    base = base.rename(columns={"steps_per_s": "softmax_steps_per_s", "memory_bytes": "softmax_memory_bytes"})
+    out = df.join(base, on=[*GROUP, "n"])
+    out["speed_vs_softmax"] = out["steps_per_s"] / out["softmax_steps_per_s"]
+    out["memory_vs_softmax"] = out["memory_bytes"] / out["softmax_memory_bytes"]
+    return out
+
+
+def exponents(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for (attention, *group), g in df.groupby(["attention", *GROUP]):
+        rows.append({"attention": attention, **dict(zip(GROUP, group, strict=True)),
+                     "time_exponent": fit_exponent(g.n, g.median_s.where(g.status == "ok")),
+                     "memory_exponent": fit_exponent(g.n, g.memory_bytes)})
+    return pd.DataFrame(rows)
+
+
+def spearman(a: pd.Series, b: pd.Series) -> float:
+    """Spearman rank correlation (average ranks for ties) of two aligned series."""
+    both = pd.concat([a, b], axis=1).dropna()
+    if len(both) < 3:
+        return float("nan")
+    ranks = both.rank()
+    return float(np.corrcoef(ranks.iloc[:, 0], ranks.iloc[:, 1])[0, 1])
+
+
+def cell_text(row: pd.Series, value: str, ratio: str, fmt: str) -> str:
+    if row["status"] != "ok":
+        return str(row["status"]).upper()
+    return f"{row[value]:{fmt}} ({row[ratio]:.2f}x)"
+
+
+def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
+    """Table 2 layout for one mode: steps/s and memory per length, ratios, exponents, paper columns."""
+    sub = with_ratios(df[df["mode"] == mode])
+    if sub.empty:
+        return pd.DataFrame(), f"(no {mode} cells)"
+    exps = exponents(sub).set_index(["attention", *GROUP])
+    blocks = []
+    for keys, g in sub.groupby(GROUP):
+        setting = dict(zip(GROUP, keys, strict=True))
+        longest = g.n.max()
+        lines = []
+        for attention, a in g.sort_values("n").groupby("attention"):
+            row = {"attention": attention}
+            for _, r in a.iterrows():
+                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", "speed_vs_softmax", ".3g")
+            for _, r in a.iterrows():
+                mib = r.copy()
+                mib["memory_mib"] = r["memory_bytes"] / 2**20 if r["status"] == "ok" else np.nan
+                row[f"peak MiB N={r.n}"] = cell_text(mib, "memory_mib", "memory_vs_softmax", ".0f")
+            e = exps.loc[(attention, *keys)]
+            row["time exp."] = round(e.time_exponent, 2)
+            row["mem. exp."] = round(e.memory_exponent, 2)
+            steps = paper.TABLE2_STEPS.get(attention)
+            base4k = paper.TABLE2_STEPS["softmax"][-1]
+            row["paper steps/s 4K"] = f"{steps[-1]} ({steps[-1] / base4k:.1f}x)" if steps else ""
+            mem = paper.TABLE2_MEMORY_GB.get(attention)
+            row["paper GB 4K"] = mem[-1] if mem else ""
+            row["_ours_longest"] = a.loc[a.n == longest, "steps_per_s"].squeeze() if (a.n == longest).any() else np.nan
+            lines.append(row)
+        t = pd.DataFrame(lines)
+        ours = t.set_index("attention")["_ours_longest"]
+        theirs = pd.Series({k: v[-1] for k, v in paper.TABLE2_STEPS.items()})
+        rho = spearman(ours, theirs)
+        t = t.drop(columns="_ours_longest").assign(**setting)
+        blocks.append((setting, longest, rho, t))
+    md = []
+    for setting, longest, rho, t in blocks:
+        md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`, batch "
+                  f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
+                  f"inputs during a training step; (x) = ratio to softmax at the same length. Spearman rank "
+                  f"agreement of steps/s at N={longest} with the paper's 4K column: {rho:.2f}.\n")
+        md.append(t.drop(columns=GROUP).to_markdown(index=False))
+        md.append("")
+    return pd.concat([b[3] for b in blocks], ignore_index=True), "\n".join(md)
+
+
+def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
+    """Log-log time and memory against N per variant, fitted exponent in the legend; PNG (and SVG beside it)."""
+    sub = df[(df["mode"] == mode) & (df.status == "ok")]
+    exps = exponents(sub).groupby("attention").first()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
+    cmap = plt.get_cmap("tab20")
+    for i, (attention, g) in enumerate(sorted(sub.groupby("attention"), key=lambda kv: kv[0])):
+        g = g.sort_values("n")
+        style = dict(marker="o", color=cmap(i % 20), lw=2.5 if attention == "softmax" else 1.2)
+        axes[0].plot(g.n, g.median_s, label=f"{attention} ({exps.loc[attention].time_exponent:.2f})", **style)
+        axes[1].plot(g.n, g.memory_bytes / 2**20, label=f"{attention} ({exps.loc[attention].memory_exponent:.2f})",
+                     **style)
+    for ax, ylabel in zip(axes, ["median step time (s)", "peak memory growth (MiB)"], strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length N")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2, title="variant (fitted exponent)", title_fontsize=7)
+    first = sub.iloc[0] if len(sub) else None
+    setting = f", {first.device}, batch {first.batch}" if first is not None else ""
+    title = f"Cost against length ({mode} mode{setting})"
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    fig.savefig(path.with_suffix(".svg"))
+    plt.close(fig)
+    return path

@@ -1,0 +1,33 @@
+"""Efficiency benchmark (LRA Table 2 protocol) on your hardware: see configs/benchmark.yaml.
+
+For each length and mode, one cell runs in a fresh process (memory isolation) with warm-up and repeats;
+its result is written atomically to ``<paths.bench_dir>/<device>/<attention>/<mode>-N<n>-b<batch>-<hash>.json``.
+Finished cells are skipped, so an interrupted benchmark resumes; OOM, failures and timeouts are recorded as
+such and the benchmark goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lra_bench.efficiency import run_benchmark  # noqa: E402
+from lra_bench.errors import LRABenchError  # noqa: E402
+
+
+@hydra.main(config_path="../configs", config_name="benchmark", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    try:
+        run_benchmark(cfg)
+    except LRABenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
