@@ -18,7 +18,7 @@ from lra_bench.config import positive
 from lra_bench.data.cache import stable_hash
 from lra_bench.errors import ConfigError
 from lra_bench.models.factory import attention_name
-from lra_bench.records import git_commit, write_json_atomic
+from lra_bench.records import checksum, git_commit, write_json_atomic
 from lra_bench.runner import build_model, build_task, resolve_device
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,7 @@ def run_benchmark(cfg: DictConfig) -> list[dict[str, Any]]:
                 "memory_kind": "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss",
                 "key_hash": key_hash, "created_at": dt.datetime.now(dt.UTC).isoformat(), **res,
             }
+            record["checksum"] = checksum(record)
             write_json_atomic(path, record)
             results.append(record)
             if res["status"] == "ok":

@@ -7,13 +7,16 @@ a reader sees either the previous complete record or the new complete one, never
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
 RECORD_NAME = "record.json"
 STATUSES = ("ok", "oom", "diverged", "failed")
 REQUIRED_FIELDS = (
@@ -49,6 +52,16 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
         os.close(dir_fd)
 
 
+def checksum(record: dict[str, Any]) -> str:
+    """sha256 of the record's canonical JSON without its own ``checksum`` field."""
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
+def verify(record: dict[str, Any]) -> bool:
+    return record.get("checksum") == checksum(record)
+
+
 def write_record(record: dict[str, Any], results_dir: Path) -> Path:
     missing = [k for k in REQUIRED_FIELDS if k not in record]
     if missing:
@@ -57,13 +70,27 @@ def write_record(record: dict[str, Any], results_dir: Path) -> Path:
         raise ValueError(f"record status must be one of {STATUSES}, got {record['status']!r}")
     target = run_dir(results_dir, record["task"], record["attention"], record["profile"], record["seed"],
                      record["config_hash"]) / RECORD_NAME
+    record["checksum"] = checksum(json.loads(json.dumps(record)))  # checksum of exactly what is stored
     write_json_atomic(target, record)
     return target
 
 
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A stored record, or None (with a warning) when it is unreadable or fails its checksum."""
+    try:
+        record = json.loads(Path(path).read_text())
+        if not isinstance(record, dict) or not verify(record):
+            raise ValueError("checksum mismatch (truncated, corrupt or edited by hand)")
+    except (OSError, ValueError) as e:
+        log.warning("skipping record %s: %s", path, e)
+        return None
+    return record
+
+
 def read_records(results_dir: Path) -> list[dict[str, Any]]:
-    """Every complete record under ``results_dir`` (temporary files are never matched)."""
-    return [json.loads(p.read_text()) for p in sorted(Path(results_dir).rglob(RECORD_NAME))]
+    """Every valid record under ``results_dir``; corrupt ones are skipped with a warning, temp files never match."""
+    records = (read_record(p) for p in sorted(Path(results_dir).rglob(RECORD_NAME)))
+    return [r for r in records if r is not None]
 
 
 def git_commit() -> str | None:

@@ -6,12 +6,16 @@ record with status ``oom``, ``diverged`` or ``failed`` (and its message) instead
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import platform
 import random
+import signal
 import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,21 +24,25 @@ import numpy as np
 import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
+from torch.nn.parallel import DistributedDataParallel
 
 import lra_bench
+from lra_bench import distributed
 from lra_bench.config import check_kwargs, config_hash, to_dataclass
 from lra_bench.errors import ConfigError
 from lra_bench.loggers import LoggerSettings, build_logger
 from lra_bench.measure import is_oom, memory_kind, rss_bytes
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_name, build_attention_factory
-from lra_bench.records import git_commit, run_dir, write_record
-from lra_bench.train.loop import Diverged, evaluate, train
+from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, run_dir, write_record
+from lra_bench.train import checkpoint
+from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, evaluate, train
 from lra_bench.train.settings import TrainerSettings
 
 log = logging.getLogger(__name__)
 
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
+SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would repeat them
 
 
 @dataclass
@@ -96,6 +104,8 @@ def plan(cfg: DictConfig) -> Plan:
             raise ConfigError(f"config has no '{key}' section; run through run.py or compose configs/run.yaml")
     if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
         raise ConfigError(f"seed must be a non-negative integer, got {cfg.seed!r}")
+    if not isinstance(cfg.get("rerun", False), bool):
+        raise ConfigError(f"rerun must be true or false, got {cfg.rerun!r}")
     name = attention_name(cfg.attention)
     task = build_task(cfg.task)
     trainer = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
@@ -109,39 +119,120 @@ def plan(cfg: DictConfig) -> Plan:
                 cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(cfg), device=device)
 
 
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[Callable[[], bool]]:
+    """SIGTERM (SLURM preemption) and SIGUSR2 (submitit's warning) set a flag the loop polls; a checkpoint
+    is then written and the run exits to be requeued. Previous handlers are restored afterwards."""
+    flag = {"stop": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        log.warning("received %s: checkpointing and stopping", signal.Signals(signum).name)
+        flag["stop"] = True
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+    try:
+        yield lambda: flag["stop"]
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def finished_record(p: Plan) -> dict[str, Any] | None:
+    """The stored record of this exact configuration when it already finished (ok or diverged), else None."""
+    path = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash) / RECORD_NAME
+    record = read_record(path) if path.exists() else None
+    if record is not None and record.get("status") in SKIP_STATUSES:
+        return record
+    return None
+
+
+def existing_record(cfg: DictConfig) -> dict[str, Any] | None:
+    """The stored (valid) record of this configuration, whatever its status, or None."""
+    p = plan(cfg)
+    path = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash) / RECORD_NAME
+    return read_record(path) if path.exists() else None
+
+
+def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any]:
+    """A record for a job whose process died without writing one (killed, segfault, out-of-memory killer)."""
+    p = plan(cfg)
+    killed = exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL)
+    record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}
+    record.update({
+        "run_id": run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash).name,
+        "attention": p.attention, "task": p.task.name, "profile": p.profile, "seed": p.seed,
+        "config": OmegaConf.to_container(cfg, resolve=True), "config_hash": p.config_hash,
+        "status": "oom" if killed else "failed",
+        "message": f"job process exited with code {exit_code}" + (" (SIGKILL: likely out of memory)" if killed else ""),
+        "throughput": {}, "memory": {}, "torch_version": torch.__version__, "git_commit": git_commit(),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+    })
+    write_record(record, p.results_dir)
+    return record
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Train and evaluate one configuration; returns the record written to the results store."""
+    """Train and evaluate one configuration; returns the record written to the results store.
+
+    A configuration whose record already exists with status ok or diverged is not run again (an
+    interrupted sweep resumes by re-running it) unless ``rerun=true``; an interrupted run resumes from
+    its last checkpoint.
+    """
     started = time.time()
     p = plan(cfg)
+    dinfo = distributed.from_env()
+    if not cfg.get("rerun", False) and (done := finished_record(p)) is not None:
+        log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
+                 done["run_id"], done["status"])
+        return done
+    device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
     t0 = time.perf_counter()
     data = p.task.load(p.cache_dir)
     data_seconds = time.perf_counter() - t0
     log.info("data %s (%s, %.1fs): %s", p.task.name, "cache hit" if data.reused else "built",
              data_seconds, {s: len(y) for s, y in data.labels.items()})
     splits = {s: (data.inputs[s], data.labels[s]) for s in ("train", "val", "test")}
-    model = p.model.to(p.device)
+    model = p.model.to(device)
     params = sum(t.numel() for t in model.parameters())
+    if dinfo.enabled:
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     run_id = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash).name
-    logger = build_logger(p.logger, name=f"{p.attention}-{p.task.name}-{run_id}", config=resolved,
+    ckpt_dir = p.cache_dir / "checkpoints" / p.task.name / p.attention / run_id
+    logger_settings = p.logger if dinfo.is_main else LoggerSettings(kind="none")
+    logger = build_logger(logger_settings, name=f"{p.attention}-{p.task.name}-{run_id}", config=resolved,
                           tags=[p.attention, p.task.name, p.profile], out_dir=p.cache_dir / "wandb")
     status, message, result, test_acc = "ok", "", None, None
     baseline_rss = rss_bytes()
     try:
-        result = train(model, splits, p.trainer, p.device, p.seed, on_metrics=logger.log)
-        test_acc = evaluate(model, *splits["test"], p.trainer, p.device)
+        with stop_on_signals() as stop_requested:
+            checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
+                                          stop_requested=stop_requested)
+            result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
+                           checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
+        test_acc = evaluate(getattr(model, "module", model), *splits["test"], p.trainer, device)
         logger.log({"test/acc": test_acc}, p.trainer.max_steps)
+    except Preempted:
+        logger.finish(exit_code=1)
+        distributed.teardown(dinfo)
+        raise
     except Diverged as e:
         status, message = "diverged", str(e)
     except Exception as e:  # noqa: BLE001 - any failure is recorded, then reported by run.py
         status = "oom" if is_oom(e) else "failed"
         message = f"{type(e).__name__}: {str(e)[:2000]}"
         log.error("run ended with status %s: %s", status, message, exc_info=status == "failed")
-    finally:
-        logger.finish(exit_code=0 if status == "ok" else 1)
+    logger.finish(exit_code=0 if status == "ok" else 1)
 
     timer = result.timer if result else None
     sps = timer.steps_per_second() if timer else None
+    peak = distributed.max_over_ranks(result.peak_memory_bytes if result else None, dinfo)
+    if not dinfo.is_main:
+        distributed.teardown(dinfo)
+        return {"status": status, "rank": dinfo.rank}
     tokens_per_step = p.trainer.batch_size * p.task.max_len * (2 if p.task.dual else 1)
     test_labels = data.labels["test"]
     record = {
@@ -163,7 +254,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "examples": {s: int(len(y)) for s, y in data.labels.items()},
         "evals": result.evals if result else [],
         "steps": result.steps if result else None,
-        "throughput": {
+        "throughput": {  # global figures: the global batch is split over `processes` ranks
             "steps_per_s": sps,
             "examples_per_s": sps * p.trainer.batch_size if sps else None,
             "tokens_per_s": sps * tokens_per_step if sps else None,  # padded positions fed to the model
@@ -173,15 +264,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             "batch_size": p.trainer.batch_size,
             "seq_len": p.task.max_len,
             "documents_per_example": 2 if p.task.dual else 1,
+            "processes": dinfo.world,
         },
         "memory": {
-            "peak_bytes": result.peak_memory_bytes if result else None,
-            "kind": memory_kind(p.device),
+            "peak_bytes": peak,  # max over ranks
+            "kind": memory_kind(device),
             "reset_ok": result.memory_reset if result else False,
             "rss_before_training_bytes": baseline_rss,
         },
         "params": params,
-        "device": str(p.device) if p.device.type == "cpu" else torch.cuda.get_device_name(p.device),
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
         "torch_version": torch.__version__,
         "lra_bench_version": lra_bench.__version__,
         "python_version": platform.python_version(),
@@ -197,5 +289,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
     }
     path = write_record(record, p.results_dir)
+    checkpoint.clear(ckpt_dir)
+    distributed.teardown(dinfo)
     log.info("record written to %s (status %s, test acc %s)", path, status, test_acc)
     return record

@@ -70,7 +70,7 @@ def test_flash_equals_softmax():
 @pytest.mark.parametrize(
     ("name", "knobs"),
     [
-        ("local", {"block_size": 64}),
+        ("local", {"block_size": N}),
         ("local", {"block_size": 10, "num_neighbor_blocks": 4}),
         ("bigbird", {"block_size": 8, "num_global_blocks": 5}),
         ("longformer", {"window": 4, "num_global": N}),

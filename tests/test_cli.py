@@ -68,10 +68,12 @@ def test_unknown_task_or_profile_lists_valid_options(tmp_path, group, bad):
         ("+trainer.bacth_size=8", "trainer: unknown option 'bacth_size'"),
         ("model.pool=max", "model: option 'pool' must be of type"),
         ("task.data_dir=/definitely/missing", "task.data_dir=/definitely/missing does not exist"),
+        ("attention=local attention.block_size=5000", "attention=local: block_size=5000 must be between 1 and seq_len"),
+        ("trainer.batch_size=0", "trainer.batch_size must be > 0"),
     ],
 )
 def test_bad_config_fails_before_any_data(tmp_path, override, message):
-    proc = run_cli(tmp_path, "profile=smoke", override)
+    proc = run_cli(tmp_path, "profile=smoke", *override.split())
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr

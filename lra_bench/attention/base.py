@@ -84,6 +84,14 @@ class Attention(nn.Module, abc.ABC):
         y = rearrange(y, "b h n d -> b n (h d)")  # (B, N, C)
         return self.out_drop(self.out(y))
 
+    def require_block_fits(self, knob: str, value: int) -> None:
+        """A block/chunk knob must be in [1, seq_len]: a clear ConfigError otherwise (before any data is loaded)."""
+        if not 1 <= value <= self.seq_len:
+            raise ConfigError(
+                f"attention={self.name}: {knob}={value} must be between 1 and seq_len={self.seq_len} "
+                f"(the task's max_len, +1 with a CLS token); set attention.{knob} to at most {self.seq_len}"
+            )
+
     @abc.abstractmethod
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         """q, k, v: (B, H, N, D); mask: (B, N) bool, True = real, or None. Returns (B, H, N, D)."""

@@ -90,6 +90,7 @@ class BigBirdAttention(Attention):
             )
         if num_global_blocks < 0 or num_rand_blocks < 0:
             raise ConfigError("bigbird: num_global_blocks and num_rand_blocks must be >= 0")
+        self.require_block_fits("block_size", block_size)
         self.block_size = block_size
         self.num_window_blocks = num_window_blocks
         self.num_global_blocks = num_global_blocks

@@ -48,6 +48,7 @@ class LocalAttention(Attention):
             raise ConfigError(
                 f"local: need block_size > 0 and num_neighbor_blocks >= 0, got {block_size}, {num_neighbor_blocks}"
             )
+        self.require_block_fits("block_size", block_size)
         self.block_size = block_size
         self.num_neighbor_blocks = num_neighbor_blocks
         self.attn_drop = nn.Dropout(attn_dropout)

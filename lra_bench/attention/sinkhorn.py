@@ -65,6 +65,7 @@ class SinkhornAttention(Attention):
             raise ConfigError(
                 f"sinkhorn: need block_size, iterations, temperature > 0, got {block_size}, {iterations}, {temperature}"
             )
+        self.require_block_fits("block_size", block_size)
         self.block_size, self.iterations, self.temperature = block_size, iterations, temperature
         self.max_blocks = math.ceil(seq_len / block_size)
         d = self.head_dim

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from lra_bench.records import verify
+
 log = logging.getLogger(__name__)
 
 
@@ -21,6 +23,8 @@ def read_json_tree(root: Path, pattern: str = "*.json") -> tuple[list[dict], lis
             row = json.loads(path.read_text())
             if not isinstance(row, dict):
                 raise ValueError("not a JSON object")
+            if "checksum" in row and not verify(row):
+                raise ValueError("checksum mismatch (truncated, corrupt or edited by hand)")
         except (OSError, ValueError) as e:
             log.warning("skipping unreadable result %s: %s", path, e)
             skipped.append(str(path))

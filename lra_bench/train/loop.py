@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 
 from lra_bench.data.batches import eval_batches, train_batches
 from lra_bench.measure import StepTimer, peak_memory_bytes, reset_peak_memory
+from lra_bench.train import checkpoint
 from lra_bench.train.schedules import lr_factor
 from lra_bench.train.settings import TrainerSettings
 
@@ -76,6 +78,38 @@ def make_optimizer(
     return optimizer, scheduler
 
 
+class Preempted(Exception):
+    """Training stopped on request (SIGTERM / SIGUSR2) after writing a checkpoint; rerun to resume."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"preempted at step {step}; checkpoint written, rerun the same command to resume")
+        self.step = step
+
+
+@dataclass
+class Checkpointing:
+    """Where and how often to checkpoint; ``stop_requested`` is polled after every step."""
+
+    directory: Path | None = None
+    every: int = 0  # steps; 0 = only when stopping
+    stop_requested: Callable[[], bool] = lambda: False
+
+
+@dataclass
+class Shard:
+    """This process's slice of every global batch under data parallelism (rank r of w)."""
+
+    rank: int = 0
+    world: int = 1
+
+    def take(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.world == 1:
+            return x, y
+        per = len(y) // self.world
+        sl = slice(self.rank * per, (self.rank + 1) * per)
+        return x[sl], y[sl]
+
+
 def train(
     model: nn.Module,
     data: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -83,25 +117,58 @@ def train(
     device: torch.device,
     seed: int,
     on_metrics: Callable[[dict[str, float], int], None] = lambda metrics, step: None,
+    checkpointing: Checkpointing | None = None,
+    shard: Shard | None = None,
 ) -> TrainResult:
-    """Train ``model`` in place; on return it holds the best-validation weights."""
+    """Train ``model`` in place; on return it holds the best-validation weights.
+
+    With ``checkpointing.directory`` set, training resumes from the newest valid checkpoint there and
+    writes one every ``checkpointing.every`` steps; a resumed run is bit-identical to an uninterrupted one
+    on CPU. ``model`` may be DistributedDataParallel-wrapped; ``shard`` then selects this rank's slice.
+    """
     s = settings
+    ckpt = checkpointing or Checkpointing()
+    shard = shard or Shard()
+    core = getattr(model, "module", model)  # the unwrapped model (DDP keeps it in .module)
     optimizer, scheduler = make_optimizer(model, s)
-    hooks = [m for m in model.modules() if callable(getattr(m, "on_train_step", None))]
+    hooks = [m for m in core.modules() if callable(getattr(m, "on_train_step", None))]
     loss_fn = nn.CrossEntropyLoss()
     timer = StepTimer(device=device, warmup=s.timing_warmup_steps)
     best_acc, best_step, best_state = -1.0, 0, None
     evals: list[dict[str, float]] = []
-    train_x, train_y = data["train"]
-    batches = train_batches(train_x, train_y, s.batch_size, seed)
-    running_loss, running_correct, running_seen = 0.0, 0, 0
+    running = {"loss": 0.0, "correct": 0, "seen": 0}
+    start, peak_before = 0, None
 
+    state = checkpoint.load(ckpt.directory) if ckpt.directory is not None else None
+    if state is not None:
+        core.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        checkpoint.set_rng_state(state["rng"])
+        start, evals, running = state["step"], state["evals"], state["running"]
+        best_acc, best_step, best_state = state["best_acc"], state["best_step"], state["best_state"]
+        timer.durations, timer._seen = list(state["timer_durations"]), state["timer_seen"]
+        peak_before = state.get("peak_memory_bytes")
+
+    def save_checkpoint(step: int) -> None:
+        if ckpt.directory is None or shard.rank != 0:
+            return
+        checkpoint.save(ckpt.directory, {
+            "step": step, "model": core.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "rng": checkpoint.rng_state(), "evals": evals,
+            "running": running, "best_acc": best_acc, "best_step": best_step, "best_state": best_state,
+            "timer_durations": timer.durations, "timer_seen": timer._seen,
+            "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
+        })
+
+    train_x, train_y = data["train"]
+    batches = train_batches(train_x, train_y, s.batch_size, seed, start_step=start)
     model.train()
     memory_reset = reset_peak_memory(device)
-    bar = tqdm(total=s.max_steps, desc="train", disable=None, dynamic_ncols=True)
-    for step in range(1, s.max_steps + 1):
+    bar = tqdm(total=s.max_steps, initial=start, desc="train", disable=None, dynamic_ncols=True)
+    for step in range(start + 1, s.max_steps + 1):
         timer.start()
-        x, y = next(batches)
+        x, y = shard.take(*next(batches))
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         with autocast(device, s.precision):
             logits = model(x)
@@ -120,13 +187,13 @@ def train(
         if not np.isfinite(loss_value):
             bar.close()
             raise Diverged(step, loss_value)
-        running_loss += loss_value * len(y)
-        running_correct += int((logits.detach().argmax(-1) == y).sum())
-        running_seen += len(y)
+        running["loss"] += loss_value * len(y)
+        running["correct"] += int((logits.detach().argmax(-1) == y).sum())
+        running["seen"] += len(y)
         bar.update(1)
         if step % s.log_every == 0 or step == s.max_steps:
-            metrics = {"train/loss": running_loss / running_seen, "train/acc": running_correct / running_seen,
-                       "train/lr": scheduler.get_last_lr()[0]}
+            metrics = {"train/loss": running["loss"] / running["seen"],
+                       "train/acc": running["correct"] / running["seen"], "train/lr": scheduler.get_last_lr()[0]}
             sps = timer.steps_per_second()
             if sps:
                 metrics["train/steps_per_s"] = sps
@@ -135,18 +202,27 @@ def train(
             log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s", step, metrics["train/loss"],
                      metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a")
             on_metrics(metrics, step)
-            running_loss, running_correct, running_seen = 0.0, 0, 0
+            running = {"loss": 0.0, "correct": 0, "seen": 0}
         if step % s.eval_every == 0 or step == s.max_steps:
-            val_acc = evaluate(model, *data["val"], s, device)
+            val_acc = evaluate(core, *data["val"], s, device)
             evals.append({"step": step, "val_acc": val_acc})
             on_metrics({"val/acc": val_acc}, step)
             log.info("step %d val acc %.4f (best %.4f)", step, val_acc, max(best_acc, val_acc))
             if val_acc > best_acc:  # strictly better: the earliest best is kept
                 best_acc, best_step = val_acc, step
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                best_state = {k: v.detach().clone() for k, v in core.state_dict().items()}
+        saved = False
+        if ckpt.every and step % ckpt.every == 0 and step < s.max_steps:
+            save_checkpoint(step)
+            saved = True
+        if ckpt.stop_requested():
+            if not saved:
+                save_checkpoint(step)
+            bar.close()
+            raise Preempted(step)
     bar.close()
-    peak = peak_memory_bytes(device)
+    peak = max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None)
     assert best_state is not None
-    model.load_state_dict(best_state)
+    core.load_state_dict(best_state)
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals)

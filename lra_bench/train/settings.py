@@ -27,6 +27,7 @@ class TrainerSettings:
     device: "auto" (CUDA when available), "cpu" or "cuda[:i]".
     precision: "bf16" (autocast, CUDA only; CPU runs stay fp32) or "fp32".
     deterministic: torch deterministic algorithms (CPU runs are bit-exact for a seed).
+    checkpoint_every: steps between resumable checkpoints (0 = only when preempted by SIGTERM/SIGUSR2).
     """
 
     max_steps: int
@@ -46,12 +47,13 @@ class TrainerSettings:
     device: str = "auto"
     precision: Literal["bf16", "fp32"] = "bf16"
     deterministic: bool = True
+    checkpoint_every: int = 500
 
     def __post_init__(self) -> None:
         positive("trainer", max_steps=self.max_steps, batch_size=self.batch_size,
                  eval_batch_size=self.eval_batch_size, lr=self.lr, eval_every=self.eval_every,
                  log_every=self.log_every, eps=self.eps, grad_clip=self.grad_clip)
-        for key in ("warmup_steps", "timing_warmup_steps", "weight_decay"):
+        for key in ("warmup_steps", "timing_warmup_steps", "weight_decay", "checkpoint_every"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")
         for key in ("beta1", "beta2"):

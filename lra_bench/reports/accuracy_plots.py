@@ -1,0 +1,85 @@
+"""Per-task test accuracy bars: one panel per LRA task that was run, one bar per attention (mean over ok seeds,
+error bar = sample std over seeds, dots = the individual seeds), OOM / DIV / FAIL written where no run
+succeeded, the paper's Table 1 value as a red tick and the test set's majority-class rate as a dashed line.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lra_bench import paper  # noqa: E402
+from lra_bench.reports.table1 import (  # noqa: E402
+    FAIL_LABELS,
+    TASK_LABELS,
+    TASKS,
+    attention_color,
+    attention_order,
+    pick_profile,
+    task_cells,
+)
+
+
+def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: str | None = None,
+                   paper_marks: bool = True, title: str | None = None):
+    """One figure, a panel per task with records; saves ``path`` (PNG) and the SVG beside it when given.
+
+    ``runs`` is :func:`lra_bench.reports.table1.load_runs`'s frame; ``profile`` defaults to
+    :func:`pick_profile`'s choice. The plotted bars are in ``fig.accuracy_data`` (profile, attention, task,
+    mean, std, n, failures). Raises ValueError when there is no non-synthetic record.
+    """
+    profile = profile or pick_profile(runs)
+    cells = task_cells(runs, profile) if profile is not None else pd.DataFrame()
+    if cells.empty:
+        raise ValueError(f"no non-synthetic run records{f' for profile {profile!r}' if profile else ''}")
+    tasks = [t for t in TASKS if t in set(cells.task)]
+    ncols = min(3, len(tasks))
+    nrows = math.ceil(len(tasks) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 4.2 * nrows), squeeze=False)
+    names = attention_order(cells.attention.unique())
+    color = {a: attention_color(a) for a in names}
+    for ax, task in zip(axes.flat, tasks, strict=False):
+        tc = cells[cells.task == task].set_index("attention")
+        order = [a for a in names if a in tc.index]
+        pos = np.arange(len(order))
+        means = np.array([tc.loc[a, "mean"] for a in order], float)
+        stds = np.nan_to_num(np.array([tc.loc[a, "std"] for a in order], float))
+        ax.bar(pos, np.nan_to_num(means), yerr=stds, color=[color[a] for a in order], alpha=0.75, capsize=4,
+               edgecolor="black", linewidth=0.6, error_kw={"lw": 1})
+        for i, a in enumerate(order):
+            accs = tc.loc[a, "accs"]
+            if accs:
+                ax.plot([i] * len(accs), accs, "o", color="black", ms=3, zorder=4)
+            elif tc.loc[a, "failures"]:
+                text = "/".join(FAIL_LABELS[s] for s in ("oom", "diverged", "failed") if s in tc.loc[a, "failures"])
+                ax.text(i, 1, text, ha="center", va="bottom", rotation=90, fontsize=8, color="firebrick")
+            ref = paper.TABLE1.get(a)
+            if paper_marks and ref and task in paper.TASKS:
+                ax.plot(i, ref[paper.TASKS.index(task)], marker="_", color="crimson", ms=18, mew=2, zorder=5)
+        majority = tc["majority"].dropna()
+        if len(majority):
+            ax.axhline(majority.mean(), ls="--", color="gray", lw=1)
+        ax.set_xticks(pos, order, rotation=45, ha="right", fontsize=8)
+        ax.set_title(TASK_LABELS.get(task, task))
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(0, 100)
+        ax.grid(True, axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(tasks):]:
+        ax.set_visible(False)
+    fig.suptitle(title or f"Test accuracy per task, profile {profile}: bar = mean over seeds, error bar = std, "
+                 "dots = seeds;\nred tick = the paper's Table 1, dashed = majority-class rate", fontsize=10)
+    fig.tight_layout()
+    fig.accuracy_data = cells[["profile", "attention", "task", "mean", "std", "n", "failures"]].copy()
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        fig.savefig(path.with_suffix(".svg"))
+    return fig

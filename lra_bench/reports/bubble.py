@@ -1,0 +1,344 @@
+"""The LRA Figure 3 bubble chart (shared/reference/LRA.md §2.4): x = speed at the benchmark's longest length,
+y = LRA score, circle AREA ∝ a size (peak memory at that length, parameters, or a user-supplied popularity).
+
+* x: ``examples_per_s`` = steps/s x batch of the model-mode benchmark cell (``results/bench``) at the longest
+  length of the chosen benchmark setting, or ``speed_vs_softmax`` = steps/s / softmax's steps/s there.
+* y: the 5-task LRA average of Table 1; when some tasks are missing, the mean over the tasks present (the
+  point is labelled "[k/5]" and the axis label says so).
+* size: ``memory`` (peak memory growth of that cell), ``params`` (median record params of the attention in
+  the profile) or ``popularity`` (a CSV ``attention,value,source`` you supply; none is shipped).
+* ``overlay_paper``: the paper's own points as hollow circles (x = 4K steps/s x 32 or its ratio to the
+  Transformer, y = its Table 1 average, area ∝ its 4K memory on a scale of its own).
+
+:func:`bubble_chart` returns the Figure; the plotted numbers are in ``fig.bubble_data`` (one row per circle:
+source, attention, x, y, size_value, area) and the left-out attentions with reasons in ``fig.bubble_omitted``.
+The "ours" and "paper" circles are the PathCollections whose gid is ``"ours"`` / ``"paper"``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lra_bench import paper  # noqa: E402
+from lra_bench.reports.efficiency import with_ratios  # noqa: E402
+from lra_bench.reports.table1 import attention_color, attention_order, lra_scores  # noqa: E402
+
+SIZES = ("memory", "params", "popularity")
+XS = ("examples_per_s", "speed_vs_softmax")
+MAX_AREA = 2400.0  # points^2 of the largest circle
+SETTING = ["device", "profile", "batch"]
+
+
+def read_popularity(path: Path | str | None) -> pd.Series:
+    """attention -> positive value from a CSV with columns attention,value,source; ValueError when unusable."""
+    if path is None:
+        raise ValueError("size='popularity' needs popularity_csv: a CSV with columns attention,value,source "
+                         "(none is shipped; write your own, e.g. citation counts, and say where they come from)")
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"popularity CSV {path} does not exist (expected columns attention,value,source)")
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"popularity CSV {path} is not readable CSV: {e}") from e
+    missing = [c for c in ("attention", "value", "source") if c not in df.columns]
+    if missing:
+        raise ValueError(f"popularity CSV {path} lacks column(s) {missing}; it has {list(df.columns)} "
+                         "(expected attention,value,source)")
+    if df.empty:
+        raise ValueError(f"popularity CSV {path} has no rows")
+    values = pd.to_numeric(df["value"], errors="coerce")
+    bad = df.loc[values.isna() | (values <= 0), "attention"].tolist()
+    if bad:
+        raise ValueError(f"popularity CSV {path}: value must be a positive number; bad rows for {bad}")
+    if df["attention"].isna().any():
+        raise ValueError(f"popularity CSV {path}: empty attention name")
+    dup = df.loc[df["attention"].duplicated(), "attention"].tolist()
+    if dup:
+        raise ValueError(f"popularity CSV {path}: attention listed twice: {dup}")
+    return pd.Series(values.to_numpy(float), index=df["attention"].astype(str), name="popularity")
+
+
+def _scores(scores, profile: str | None) -> pd.DataFrame:
+    """Normalise ``scores`` (a Table 1 frame, a frame with attention+score, a Series or a dict) to
+    attention, score, n_tasks, params, profile."""
+    if isinstance(scores, dict):
+        scores = pd.Series(scores, dtype=float)
+    if isinstance(scores, pd.Series):
+        return pd.DataFrame({"attention": scores.index.astype(str), "score": scores.to_numpy(float), "n_tasks": 5,
+                             "params": np.nan, "profile": profile})
+    if "avg_present" in scores.columns:  # a Table 1 frame
+        if profile is None and scores["profile"].nunique() > 1:
+            from lra_bench.reports.table1 import PROFILE_RANK
+
+            counts = scores.groupby("profile")["n_tasks"].sum()
+            profile = sorted(counts.index, key=lambda p: (-counts[p], PROFILE_RANK.index(p)
+                                                          if p in PROFILE_RANK else 99))[0]
+        return lra_scores(scores, profile)
+    out = scores.copy()
+    for col, default in (("n_tasks", 5), ("params", np.nan), ("profile", profile)):
+        if col not in out.columns:
+            out[col] = default
+    return out[["attention", "score", "n_tasks", "params", "profile"]]
+
+
+def pick_setting(cells: pd.DataFrame, profile: str | None) -> dict | None:
+    """The model-mode benchmark setting (device, profile, batch) to read speed from: the scores' profile if
+    benchmarked, then the one covering most attentions, then the longest length."""
+    model = cells[cells["mode"] == "model"] if "mode" in cells.columns else cells.iloc[0:0]
+    if model.empty:
+        return None
+    stats = model.groupby(SETTING).agg(n_att=("attention", "nunique"), longest=("n", "max")).reset_index()
+    stats["same_profile"] = stats["profile"] == profile
+    best = stats.sort_values(["same_profile", "n_att", "longest"], ascending=False).iloc[0]
+    return {k: best[k] for k in SETTING}
+
+
+def _unit(vmax: float, size: str) -> tuple[str, float]:
+    """The display unit (suffix, divisor) for values up to ``vmax``."""
+    units = {"memory": (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)), "params": (("M", 1e6), ("k", 1e3))}
+    for unit, div in units.get(size, ()):
+        if vmax >= div:
+            return unit, div
+    return ("B", 1.0) if size == "memory" else ("", 1.0)
+
+
+def _fmt_value(v: float, size: str, unit: tuple[str, float] | None = None) -> str:
+    name, div = unit or _unit(v, size)
+    sep = " " if size == "memory" else ""
+    return f"{v / div:.3g}{sep}{name}"
+
+
+def _nice(v: float) -> float:
+    """v rounded to 1 significant digit (2 when the leading digit is 1)."""
+    if v <= 0 or not math.isfinite(v):
+        return v
+    e = math.floor(math.log10(v))
+    lead = v / 10**e
+    return round(lead, 1 if lead < 2 else 0) * 10**e
+
+
+def _reference_values(vmax: float, size: str) -> list[float]:
+    """Three round values (in the display unit) for the size legend: about vmax, vmax/4, vmax/16."""
+    _, div = _unit(vmax, size)
+    return sorted({_nice(vmax / k / div) * div for k in (1, 4, 16)}, reverse=True)
+
+
+def _place_labels(ax, items: list[dict]) -> None:
+    """Annotate each circle right of its edge, nudging labels up/down in steps until no two overlap."""
+    fig = ax.figure
+    to_px = ax.transData.transform
+    pt = fig.dpi / 72.0
+    placed: list[tuple[float, float, float, float]] = []
+    for it in items:  # the circles themselves are obstacles too
+        cx, cy = to_px((it["x"], it["y"]))
+        r = math.sqrt(it["area"]) / 2 * pt
+        placed.append((cx - r, cy - r, cx + r, cy + r))
+
+    def overlaps(box):
+        return any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed)
+
+    for it in sorted(items, key=lambda d: (-d["y"], d["x"])):
+        x0, y0 = to_px((it["x"], it["y"]))
+        dx = math.sqrt(it["area"]) / 2 + 3
+        w, h = 0.62 * it["fontsize"] * len(it["text"]) * pt, 1.25 * it["fontsize"] * pt
+        for dy in [0, *[s * k * it["fontsize"] * 1.2 for k in range(1, 12) for s in (-1, 1)]]:
+            left, bottom = x0 + dx * pt, y0 + dy * pt - h / 2
+            box = (left, bottom, left + w, bottom + h)
+            if not overlaps(box):
+                break
+        placed.append(box)
+        ax.annotate(it["text"], (it["x"], it["y"]), xytext=(dx, dy), textcoords="offset points", va="center",
+                    fontsize=it["fontsize"], color=it.get("color", "black"), style=it.get("style", "normal"),
+                    zorder=5, arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.5} if dy else None)
+
+
+def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", popularity_csv=None,
+                x: str = "examples_per_s", profile: str | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """The points of the chart (attention, x, y, n_tasks, size_value), the omitted attentions with reasons,
+    and the setting used (profile, device, batch, n, task)."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {SIZES}, got {size!r}")
+    if x not in XS:
+        raise ValueError(f"x must be one of {XS}, got {x!r}")
+    popularity = read_popularity(popularity_csv) if size == "popularity" else None
+    sc = _scores(scores, profile)
+    sc = sc[np.isfinite(sc["score"].astype(float))]
+    profile = sc["profile"].iloc[0] if len(sc) and profile is None else profile
+    cells = efficiency if efficiency is not None else pd.DataFrame()
+    setting = pick_setting(cells, profile) if not cells.empty else None
+    if setting is None:
+        raise ValueError("no model-mode benchmark cells: run python scripts/benchmark.py (results/bench) first")
+    sub = cells[(cells["mode"] == "model")]
+    for k, v in setting.items():
+        sub = sub[sub[k] == v]
+    sub = with_ratios(sub)
+    longest = int(sub["n"].max())
+    at = sub[sub["n"] == longest].set_index("attention")
+    task = at["task"].dropna().iloc[0] if "task" in at.columns and at["task"].notna().any() else None
+    meta = {**setting, "n": longest, "task": task, "scores_profile": profile, "size": size, "x": x}
+    rows, omitted = [], {}
+    for att in attention_order(set(sc["attention"]) | set(at.index)):
+        s = sc[sc["attention"] == att]
+        if s.empty:
+            omitted[att] = "no LRA score"
+            continue
+        if att not in at.index:
+            omitted[att] = f"no benchmark cell at N={longest}"
+            continue
+        cell = at.loc[att]
+        if cell["status"] != "ok":
+            omitted[att] = f"{str(cell['status']).upper()} at N={longest}"
+            continue
+        if x == "examples_per_s":
+            xv = float(cell["steps_per_s"]) * float(cell["batch"])
+        else:
+            xv = float(cell["speed_vs_softmax"])
+            if not math.isfinite(xv):
+                omitted[att] = f"no ok softmax cell at N={longest} to divide by"
+                continue
+        if size == "memory":
+            sv = float(cell["memory_bytes"])
+        elif size == "params":
+            sv = float(s["params"].iloc[0])
+        else:
+            sv = float(popularity.get(att, np.nan))
+        if not (math.isfinite(sv) and sv > 0):
+            omitted[att] = f"no {size} value"
+            continue
+        rows.append({"attention": att, "x": xv, "y": float(s["score"].iloc[0]), "n_tasks": int(s["n_tasks"].iloc[0]),
+                     "size_value": sv})
+    if popularity is not None:
+        meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
+    return pd.DataFrame(rows, columns=["attention", "x", "y", "n_tasks", "size_value"]), omitted, meta
+
+
+def paper_points(x: str = "examples_per_s") -> pd.DataFrame:
+    """The paper's Figure 3 points: x from Table 2 at 4K, y = Table 1 average, size = 4K memory (GB)."""
+    base = paper.TABLE2_STEPS["softmax"][-1]
+    rows = []
+    for att in paper.TABLE2_STEPS:
+        y = paper.paper_lra_score(att)
+        ex = paper.paper_examples_per_s_4k(att)
+        if y is None or ex is None:
+            continue
+        xv = ex if x == "examples_per_s" else paper.TABLE2_STEPS[att][-1] / base
+        rows.append({"attention": att, "x": xv, "y": y, "n_tasks": 5,
+                     "size_value": paper.TABLE2_MEMORY_GB[att][-1] * 1e9})
+    return pd.DataFrame(rows)
+
+
+def _title(meta: dict, device: str | None) -> str:
+    device = device or str(meta.get("device", ""))
+    scale = "CPU-scale" if "cpu" in device.lower() else "GPU-scale" if device else ""
+    where = f"{scale} reproduction on {device}" if device else "reproduction"
+    prof = f", profile {meta['scores_profile']}" if meta.get("scores_profile") else ""
+    return f"LRA Figure 3, {where}{prof}"
+
+
+def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
+                 popularity_csv: Path | str | None = None, overlay_paper: bool = False, x: str = "examples_per_s",
+                 profile: str | None = None, title: str | None = None, device: str | None = None,
+                 xscale: str = "auto"):
+    """Draw the bubble chart; save ``path`` (PNG) and the SVG beside it when ``path`` is given.
+
+    ``scores``: a Table 1 frame (:func:`lra_bench.reports.table1.table1`), a frame with attention, score
+    [, n_tasks, params], or a Series/dict attention -> score. ``efficiency``: benchmark cells
+    (:func:`lra_bench.reports.efficiency.load_cells`). Raises ValueError when nothing can be plotted.
+    """
+    data, omitted, meta = bubble_data(scores, efficiency, size, popularity_csv, x, profile)
+    if data.empty:
+        why = "; ".join(f"{a}: {r}" for a, r in omitted.items()) or "no scores"
+        raise ValueError(f"no attention has both an LRA score and an ok benchmark cell ({why})")
+    scale = MAX_AREA / data["size_value"].max()
+    data["area"] = data["size_value"] * scale
+    data["source"] = "ours"
+    names = attention_order(set(data.attention) | (set(paper.TABLE2_STEPS) if overlay_paper else set()))
+    color = {a: attention_color(a) for a in names}
+
+    fig, ax = plt.subplots(figsize=(12, 7))
+    partial = data["n_tasks"] < 5
+    ours = ax.scatter(data["x"], data["y"], s=data["area"], c=[color[a] for a in data.attention], alpha=0.6,
+                      edgecolors="black", linewidths=0.8, zorder=3)
+    ours.set_gid("ours")
+    labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
+               "text": r.attention + (f" [{r.n_tasks}/5]" if r.n_tasks < 5 else "")} for r in data.itertuples()]
+    frames = [data]
+    if overlay_paper:
+        pp = paper_points(x)
+        pp["area"] = pp["size_value"] * (MAX_AREA / pp["size_value"].max())
+        pp["source"] = "paper"
+        theirs = ax.scatter(pp["x"], pp["y"], s=pp["area"], facecolors="none",
+                            edgecolors=[color[a] for a in pp.attention], linewidths=1.6, linestyle="--", zorder=2)
+        theirs.set_gid("paper")
+        labels += [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 8, "text": f"{r.attention} (paper)",
+                    "color": "dimgray", "style": "italic"} for r in pp.itertuples()]
+        frames.append(pp)
+    plotted = pd.concat(frames, ignore_index=True)[["source", "attention", "x", "y", "n_tasks", "size_value",
+                                                     "area"]]
+
+    xs = plotted["x"].to_numpy(float)
+    if xscale == "auto":
+        xscale = "log" if xs.min() > 0 and xs.max() / xs.min() > 20 else "linear"
+    ax.set_xscale(xscale)
+    ys = plotted["y"].to_numpy(float)
+    pad = max(2.0, 0.12 * (ys.max() - ys.min()))
+    ax.set_ylim(ys.min() - pad, ys.max() + pad)
+    if xscale == "linear":
+        span = max(xs.max() - xs.min(), 0.1 * xs.max())
+        ax.set_xlim(max(0.0, xs.min() - 0.15 * span), xs.max() + 0.35 * span)
+    else:
+        ax.set_xlim(xs.min() / 1.6, xs.max() * 2.5)
+    n, batch = meta["n"], meta["batch"]
+    if x == "examples_per_s":
+        ax.set_xlabel(f"Speed (examples per sec) = steps/s x batch {batch} at N={n}")
+    else:
+        ax.set_xlabel(f"Speed relative to softmax at N={n} (steps/s ratio)")
+    if partial.any():
+        ax.set_ylabel("LRA score (%): mean test acc. over the 5 tasks;\n[k/5] = mean over the k tasks present only")
+    else:
+        ax.set_ylabel("LRA score (%): mean test accuracy over the 5 tasks")
+    ax.grid(True, alpha=0.3)
+    fig.suptitle(title or _title(meta, device), fontsize=12)
+    task = f"task {meta['task']}, " if meta.get("task") else ""
+    ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}, bench profile "
+                 f"{meta['profile']}, batch {batch}, N={n})", fontsize=8.5)
+
+    size_titles = {"memory": f"circle area ∝ peak memory\nat N={n}", "params": "circle area ∝ parameters\n(median "
+                   "over the tasks)", "popularity": "circle area ∝ popularity"}
+    if size == "popularity" and meta.get("popularity_source"):
+        size_titles["popularity"] += f"\n(source: {', '.join(meta['popularity_source'])})"
+    vmax = data["size_value"].max()
+    handles = [ax.scatter([], [], s=v * scale, facecolors="lightgray", edgecolors="black", label=_fmt_value(v, size))
+               for v in _reference_values(vmax, size)]
+    size_legend = ax.legend(handles=handles, title=size_titles[size], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                            labelspacing=2.4, borderpad=1.3, handletextpad=3.2, fontsize=8, title_fontsize=8)
+    if overlay_paper:
+        ax.add_artist(size_legend)
+        kinds = [ax.scatter([], [], s=120, color="gray", alpha=0.6, edgecolors="black", label="this reproduction"),
+                 ax.scatter([], [], s=120, facecolors="none", edgecolors="gray", linestyle="--",
+                            label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)")]
+        ax.legend(handles=kinds, loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=8)
+    fig.tight_layout(rect=(0, 0.04 if omitted else 0, 1, 1))
+    _place_labels(ax, labels)
+    if omitted:
+        note = "not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
+        fig.text(0.01, 0.01, note, fontsize=7, color="dimgray", wrap=True)
+    fig.bubble_data = plotted
+    fig.bubble_omitted = omitted
+    fig.bubble_meta = meta
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+        fig.savefig(path.with_suffix(".svg"))
+        plotted.to_csv(path.with_suffix(".csv"), index=False)
+    return fig

@@ -1,0 +1,304 @@
+"""LRA Table 1 from run records: test accuracy (%) per attention and task, mean ± std over seeds, failure cells,
+the paper's 5-task average and the 6-task average with Path-X FAIL counted as 50 (shared/reference/LRA.md §2.1).
+
+Rules, stated once:
+
+* Records are read with :func:`load_runs`; unreadable or truncated ``record.json`` files are skipped with a
+  warning, never fatal. Of several records with the same ``config_hash`` only the latest counts.
+* Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
+* A cell is (profile, attention, task). Within a cell, one record per seed counts: the latest one.
+  Its value is the mean ± sample std (ddof 1) of the ok runs' test accuracy over seeds. A cell with no ok run
+  but a failed / OOM / diverged one reads FAIL / OOM / DIV; a cell never run is blank.
+* "LRA avg (5)" is the mean of the 5 task means (ListOps, Text, Retrieval, Image, Pathfinder), as the paper;
+  when some of the 5 are missing it is the mean over those present, marked "partial (k/5 tasks)".
+* "avg (6, Path-X FAIL=50)" is the convention of later papers (S4 ...): the 5 task means plus Path-X, with a
+  Path-X that failed (or was never run, marked ``*``) counted as 50; only defined when all 5 tasks are present.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lra_bench import paper
+from lra_bench.records import RECORD_NAME, STATUSES
+from lra_bench.reports.store import read_json_tree
+
+log = logging.getLogger(__name__)
+
+TASKS5 = paper.TASKS  # listops, text, retrieval, image, pathfinder
+TASKS = (*TASKS5, "pathx")
+TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
+               "pathfinder": "Pathfinder", "pathx": "Path-X"}
+FAIL_LABELS = {"oom": "OOM", "diverged": "DIV", "failed": "FAIL"}
+AVG5 = "LRA avg (5)"
+AVG6 = "avg (6, Path-X FAIL=50)"
+PAPER_AVG = "paper avg (5)"
+PATHX_FAIL_SCORE = 50.0
+#: tie-break when picking a profile automatically: the bigger, more faithful setting first
+PROFILE_RANK = ("paper", "small", "cpu", "smoke")
+
+RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
+               "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
+               "device", "config_hash", "finished_at", "message", "path"]
+
+
+def _is_synthetic(rec: dict) -> bool:
+    if rec.get("synthetic"):
+        return True
+    if rec.get("dataset_source") == "synthetic":
+        return True
+    task_cfg = (rec.get("config") or {}).get("task") or {}
+    return isinstance(task_cfg, dict) and task_cfg.get("source") == "synthetic"
+
+
+def _number(value) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return out if math.isfinite(out) else math.nan
+
+
+def _row(rec: dict) -> dict:
+    """One flat row of a record; raises ValueError when the record cannot be placed in Table 1."""
+    for key in ("task", "attention", "status"):
+        if not isinstance(rec.get(key), str) or not rec[key]:
+            raise ValueError(f"no {key!r}")
+    if rec["status"] not in STATUSES:
+        raise ValueError(f"status {rec['status']!r} not in {STATUSES}")
+    thr = rec.get("throughput") if isinstance(rec.get("throughput"), dict) else {}
+    mem = rec.get("memory") if isinstance(rec.get("memory"), dict) else {}
+    acc = _number(rec.get("test_acc"))
+    if not math.isnan(acc) and not 0.0 <= acc <= 1.0:
+        raise ValueError(f"test_acc {acc} outside [0, 1]")
+    return {
+        "task": rec["task"], "attention": rec["attention"], "profile": str(rec.get("profile", "?")),
+        "seed": rec.get("seed"), "status": rec["status"], "test_acc": acc, "synthetic": _is_synthetic(rec),
+        "params": _number(rec.get("params")), "examples_per_s": _number(thr.get("examples_per_s")),
+        "steps_per_s": _number(thr.get("steps_per_s")), "batch_size": _number(thr.get("batch_size")),
+        "seq_len": _number(thr.get("seq_len")), "peak_bytes": _number(mem.get("peak_bytes")),
+        "test_majority_rate": _number(rec.get("test_majority_rate")), "device": str(rec.get("device", "")),
+        "config_hash": rec.get("config_hash") or rec.get("_path"),
+        "finished_at": str(rec.get("finished_at") or rec.get("started_at") or ""),
+        "message": str(rec.get("message") or ""), "path": rec.get("_path", ""),
+    }
+
+
+def load_runs(results_dir: Path | str) -> pd.DataFrame:
+    """One row per readable record under ``results_dir`` (``RUN_COLUMNS``), the latest per ``config_hash``.
+
+    Corrupt, truncated or incomplete records are skipped with a warning (logged and ``warnings.warn``);
+    synthetic runs are kept here, flagged in ``synthetic``, and left out by :func:`table1`.
+    """
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        log.warning("no records: %s is not a folder", results_dir)
+        return pd.DataFrame(columns=RUN_COLUMNS)
+    raw, skipped = read_json_tree(results_dir, RECORD_NAME)
+    rows = []
+    for rec in raw:
+        try:
+            rows.append(_row(rec))
+        except ValueError as e:
+            log.warning("skipping incomplete record %s: %s", rec.get("_path"), e)
+            skipped.append(rec.get("_path", "?"))
+    if skipped:
+        warnings.warn(f"skipped {len(skipped)} unreadable or incomplete record(s): {', '.join(skipped)}",
+                      stacklevel=2)
+    if not rows:
+        return pd.DataFrame(columns=RUN_COLUMNS)
+    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    df = df.sort_values(["finished_at", "path"], kind="stable").drop_duplicates("config_hash", keep="last")
+    return df.reset_index(drop=True)
+
+
+def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """The runs that count for scores: not synthetic, in ``profile`` if given, the latest record per seed."""
+    if df.empty:
+        return df
+    out = df[~df["synthetic"].astype(bool)]
+    if profile is not None:
+        out = out[out["profile"] == profile]
+    out = out.sort_values(["finished_at", "path"], kind="stable")
+    seed_key = out["seed"].astype(str)
+    out = out.assign(_seed=seed_key).drop_duplicates(["profile", "attention", "task", "_seed"], keep="last")
+    return out.drop(columns="_seed").reset_index(drop=True)
+
+
+def pick_profile(df: pd.DataFrame) -> str | None:
+    """The profile with the most (attention, task) cells holding an ok, non-synthetic run; ties by PROFILE_RANK."""
+    runs = scored_runs(df)
+    if runs.empty:
+        return None
+    ok = runs[(runs.status == "ok") & runs.test_acc.notna()]
+    base = ok if not ok.empty else runs
+    coverage = base[["profile", "attention", "task"]].drop_duplicates().groupby("profile").size()
+
+    def rank(p: str) -> int:
+        return PROFILE_RANK.index(p) if p in PROFILE_RANK else len(PROFILE_RANK)
+
+    return sorted(coverage.index, key=lambda p: (-coverage[p], rank(p), p))[0]
+
+
+def attention_order(names) -> list[str]:
+    """The paper's row order for the attentions it has, then the others alphabetically."""
+    names = set(names)
+    known = [a for a in paper.TABLE1 if a in names]
+    return known + sorted(names - set(known))
+
+
+#: every attention of the zoo in a fixed order, so an attention keeps its colour across figures
+ZOO_ORDER = (*paper.TABLE1, "flash", "global", "routing", "compressed", "nystromformer", "efficient", "rfa", "fnet",
+             "gmlp", "mlp_mixer")
+
+
+def attention_color(name: str):
+    """A fixed tab20 colour per attention name (the same in every figure)."""
+    from matplotlib import colormaps
+
+    i = ZOO_ORDER.index(name) if name in ZOO_ORDER else zlib.crc32(name.encode())
+    return colormaps["tab20"](i % 20)
+
+
+def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """One row per (profile, attention, task) that was run: mean/std/n of test accuracy (%) over ok seeds,
+    the seeds' accuracies, and the counts of non-ok runs per status."""
+    runs = scored_runs(df, profile)
+    rows = []
+    if runs.empty:
+        return pd.DataFrame(columns=["profile", "attention", "task", "mean", "std", "n", "accs", "failures",
+                                     "majority"])
+    for (prof, att, task), g in runs.groupby(["profile", "attention", "task"], sort=True):
+        ok = g[(g.status == "ok") & g.test_acc.notna()]
+        accs = (ok.test_acc * 100.0).tolist()
+        bad = g[~g.index.isin(ok.index)]
+        failures = {s: int((bad.status == s).sum()) for s in ("oom", "diverged", "failed") if (bad.status == s).any()}
+        if (bad.status == "ok").any():  # ok but no test accuracy: counted as a failure
+            failures["failed"] = failures.get("failed", 0) + int((bad.status == "ok").sum())
+        n = len(accs)
+        rows.append({"profile": prof, "attention": att, "task": task, "n": n,
+                     "mean": float(np.mean(accs)) if n else math.nan,
+                     "std": float(np.std(accs, ddof=1)) if n > 1 else math.nan,
+                     "accs": accs, "failures": failures, "majority": float(g.test_majority_rate.mean() * 100)})
+    return pd.DataFrame(rows)
+
+
+def cell_text(mean: float, std: float, n: int, failures: dict[str, int]) -> str:
+    if n == 0:
+        if not failures:
+            return ""
+        return "/".join(FAIL_LABELS[s] for s in ("oom", "diverged", "failed") if s in failures)
+    seeds = f"{n} seed" + ("s" if n > 1 else "")
+    extra = "".join(f"; {k} {FAIL_LABELS[s]}" for s, k in failures.items())
+    value = f"{mean:.2f} ± {std:.2f}" if n > 1 else f"{mean:.2f}"
+    return f"{value} ({seeds}{extra})"
+
+
+def _avg_columns(row: dict) -> dict:
+    present = [row[f"{t}_mean"] for t in TASKS5 if not math.isnan(row[f"{t}_mean"])]
+    k = len(present)
+    avg_present = float(np.mean(present)) if k else math.nan
+    out = {"n_tasks": k, "avg_present": avg_present, "avg5": avg_present if k == len(TASKS5) else math.nan,
+           "avg6": math.nan, "pathx_counted_as_fail": False}
+    if k == len(TASKS5):
+        px = row["pathx_mean"]
+        out["pathx_counted_as_fail"] = math.isnan(px)
+        out["avg6"] = float((sum(present) + (PATHX_FAIL_SCORE if math.isnan(px) else px)) / 6)
+    if k == len(TASKS5):
+        out[AVG5] = f"{avg_present:.2f}"
+    elif k:
+        out[AVG5] = f"{avg_present:.2f} (partial: {k}/5 tasks)"
+    else:
+        out[AVG5] = ""
+    if math.isnan(out["avg6"]):
+        out[AVG6] = ""
+    else:
+        pathx_not_run = out["pathx_counted_as_fail"] and row["pathx_n_runs"] == 0
+        out[AVG6] = f"{out['avg6']:.2f}" + ("*" if pathx_not_run else "")
+    return out
+
+
+def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = True) -> tuple[pd.DataFrame, str]:
+    """Table 1 rows (one per profile x attention) and its Markdown (one block per profile).
+
+    The frame holds the display columns (task labels, ``AVG5``, ``AVG6``, ``PAPER_AVG``) and numeric ones:
+    ``<task>_mean``, ``<task>_std``, ``<task>_n``, ``avg5``, ``avg6``, ``avg_present``, ``n_tasks``, ``params``
+    (median over the attention's ok records), and ``paper_<task>`` / ``paper_avg5`` when ``paper_columns``.
+    """
+    cells = task_cells(df, profile)
+    if cells.empty:
+        which = f" for profile {profile!r}" if profile else ""
+        return pd.DataFrame(), f"(no non-synthetic run records{which})"
+    runs = scored_runs(df, profile)
+    rows = []
+    for prof in sorted(cells.profile.unique()):
+        pc = cells[cells.profile == prof]
+        for att in attention_order(pc.attention.unique()):
+            ac = pc[pc.attention == att].set_index("task")
+            row: dict = {"profile": prof, "attention": att}
+            for task in TASKS:
+                if task in ac.index:
+                    c = ac.loc[task]
+                    mean, std, n, failures = c["mean"], c["std"], int(c["n"]), c["failures"]
+                else:
+                    mean, std, n, failures = math.nan, math.nan, 0, {}
+                row[f"{task}_mean"], row[f"{task}_std"], row[f"{task}_n"] = mean, std, n
+                row[f"{task}_n_runs"] = n + sum(failures.values())
+                row[TASK_LABELS[task]] = cell_text(mean, std, n, failures)
+            ok = runs[(runs.profile == prof) & (runs.attention == att) & (runs.status == "ok")]
+            row["params"] = float(ok.params.median()) if ok.params.notna().any() else math.nan
+            row.update(_avg_columns(row))
+            if paper_columns:
+                ref = paper.TABLE1.get(att)
+                for i, task in enumerate(TASKS5):
+                    row[f"paper_{task}"] = ref[i] if ref else math.nan
+                row["paper_avg5"] = ref[-1] if ref else math.nan
+                row[PAPER_AVG] = f"{ref[-1]:.2f}" if ref else ""
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    display = ["attention", *(TASK_LABELS[t] for t in TASKS), AVG5, AVG6] + ([PAPER_AVG] if paper_columns else [])
+    md = ["Test accuracy (%) of the best-validation weights on the full test set, mean ± std over seeds "
+          "(n seeds); FAIL / OOM / DIV = no successful run, only failed / out-of-memory / diverged ones; blank = "
+          f"never run; synthetic-data runs never count. {AVG5}: mean of the 5 task means as the paper (Path-X "
+          f"excluded), or the mean over the tasks present, marked partial. {AVG6}: the 6-task convention of "
+          "later papers (S4 ...), Path-X FAIL (or, marked *, not run) counted as 50.\n"]
+    for prof, t in table.groupby("profile", sort=True):
+        pr = runs[runs.profile == prof]
+        synthetic = int((df["synthetic"].astype(bool) & (df["profile"] == prof)).sum())
+        md.append(f"**Profile `{prof}`**: {len(pr)} run(s) counted, {synthetic} synthetic run(s) excluded.\n")
+        md.append(t[display].to_markdown(index=False))
+        md.append("")
+    if paper_columns:
+        ref = table[table.attention.isin(list(paper.TABLE1))].drop_duplicates("attention")
+        if not ref.empty:
+            cols = {f"paper_{task}": TASK_LABELS[task] for task in TASKS5} | {"paper_avg5": "Avg"}
+            pt = ref[["attention", *cols]].rename(columns=cols)
+            pt.insert(6, "Path-X", "FAIL")
+            sinkhorn = ("; the printed Sinkhorn average 51.39 differs from its 5-task mean 51.48"
+                        if "sinkhorn" in set(ref.attention) else "")
+            md.append(f"The paper's Table 1 for the same attentions (Tay et al. 2020, TPU, full LRA configs"
+                      f"{sinkhorn}):\n")
+            md.append(pt.to_markdown(index=False, floatfmt=".2f"))
+            md.append("")
+    return table, "\n".join(md)
+
+
+def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """attention, score (5-task average, or the mean over the tasks present), n_tasks, params of one profile."""
+    if table.empty:
+        return pd.DataFrame(columns=["attention", "profile", "score", "n_tasks", "params"])
+    if profile is None:
+        profiles = sorted(table.profile.unique())
+        if len(profiles) > 1:
+            raise ValueError(f"Table 1 holds several profiles {profiles}: say which one")
+        profile = profiles[0]
+    t = table[(table.profile == profile) & (table.n_tasks > 0)]
+    return pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
+                         "n_tasks": t.n_tasks, "params": t.params}).reset_index(drop=True)

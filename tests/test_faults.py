@@ -1,0 +1,250 @@
+"""Fault injection: an overnight sweep survives SIGKILL, SIGTERM, OOM, NaN, corrupt files, concurrent
+writers, a full disk and an interrupted sweep, losing no finished result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from lra_bench import records
+from lra_bench.records import read_records, write_record
+from lra_bench.runner import run
+from lra_bench.train import checkpoint
+from tests.conftest import ROOT, compose_run
+
+LONG = ["profile=smoke", "trainer.max_steps=240", "trainer.eval_every=40", "trainer.checkpoint_every=20",
+        "trainer.log_every=40", "task.generator.num_train=1024"]
+SAME = ("status", "best_val_acc", "best_step", "test_acc", "evals", "config_hash", "dataset_fingerprint")
+
+
+def env_for(root: Path) -> dict[str, str]:
+    return {**os.environ, "LRA_RESULTS_DIR": str(root / "runs"), "LRA_CACHE_DIR": str(root / "cache")}
+
+
+def start(root: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(root),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # hydra logs to stdout
+
+
+def wait_for_checkpoint(root: Path, min_step: int, proc: subprocess.Popen, timeout: float = 240) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for meta in (root / "cache" / "checkpoints").rglob("ckpt.json"):
+            try:
+                if json.loads(meta.read_text())["step"] >= min_step:
+                    return
+            except (OSError, ValueError):
+                pass
+        assert proc.poll() is None, f"run ended before a checkpoint: {proc.stdout.read()[-2000:]}"
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint in time")
+
+
+def only_record(root: Path) -> dict:
+    (rec,) = read_records(root / "runs")
+    return rec
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run every resumed run must equal."""
+    root = tmp_path_factory.mktemp("reference")
+    return run(compose_run(LONG, root))
+
+
+def test_sigkill_mid_training_resumes_bit_exact(tmp_path, reference):
+    proc = start(tmp_path, *LONG)
+    wait_for_checkpoint(tmp_path, 60, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not list((tmp_path / "runs").rglob("record.json")), "a killed run must not leave a record"
+    resumed = start(tmp_path, *LONG)
+    err, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err[-3000:]
+    assert "resuming from" in err
+    rec = only_record(tmp_path)
+    for key in SAME:
+        assert rec[key] == reference[key], key
+    assert not list((tmp_path / "cache" / "checkpoints").rglob("ckpt.pt")), "checkpoints kept after the record"
+
+
+def test_sigterm_checkpoints_exits_for_requeue_then_resumes(tmp_path, reference):
+    proc = start(tmp_path, *LONG)
+    wait_for_checkpoint(tmp_path, 20, proc)
+    proc.send_signal(signal.SIGTERM)
+    err, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-2000:]  # EX_TEMPFAIL: requeue me
+    assert "preempted" in err and not list((tmp_path / "runs").rglob("record.json"))
+    assert list((tmp_path / "cache" / "checkpoints").rglob("ckpt.pt"))
+    resumed = start(tmp_path, *LONG)
+    err, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err[-3000:]
+    rec = only_record(tmp_path)
+    for key in SAME:
+        assert rec[key] == reference[key], key
+
+
+def test_corrupt_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
+    directory = tmp_path / "ck"
+    checkpoint.save(directory, {"step": 1, "x": torch.ones(3)})
+    checkpoint.save(directory, {"step": 2, "x": torch.ones(3) * 2})
+    current = directory / "ckpt.pt"
+    current.write_bytes(current.read_bytes()[:50])  # truncated
+    state = checkpoint.load(directory)
+    assert state["step"] == 1, "must fall back to the previous good checkpoint"
+    assert "checksum mismatch" in caplog.text
+    (directory / "ckpt.prev.pt").write_bytes(b"garbage")
+    assert checkpoint.load(directory) is None
+
+
+def test_disk_full_while_checkpointing_keeps_the_previous_one(tmp_path, monkeypatch):
+    directory = tmp_path / "ck"
+    checkpoint.save(directory, {"step": 5, "x": torch.ones(2)})
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full)
+    with pytest.raises(OSError, match="No space"):
+        checkpoint.save(directory, {"step": 6, "x": torch.ones(2)})
+    monkeypatch.undo()
+    assert checkpoint.load(directory)["step"] == 5
+    assert not [p for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_disk_full_while_writing_a_record_keeps_the_previous_one(tmp_path, monkeypatch, smoke_cfg):
+    first = run(smoke_cfg("rerun=true"))
+    path = next((tmp_path / "runs").rglob("record.json"))
+    real_fdopen = os.fdopen
+
+    class FullFile:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(records.os, "fdopen", lambda fd, mode: FullFile(real_fdopen(fd, mode)))
+    with pytest.raises(OSError, match="No space"):
+        write_record({**first, "test_acc": 0.99}, tmp_path / "runs")
+    monkeypatch.undo()
+    assert records.read_record(path)["test_acc"] == first["test_acc"]
+    assert [p.name for p in path.parent.iterdir()] == ["record.json"]
+
+
+def test_cpu_allocation_failure_is_an_oom_record(smoke_cfg, monkeypatch):
+    import lra_bench.models.encoder as enc
+
+    def boom(self, input_ids):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(enc.Classifier, "forward", boom)
+    rec = run(smoke_cfg())
+    assert rec["status"] == "oom" and "can't allocate memory" in rec["message"]
+
+
+def test_nan_loss_is_diverged_with_step_and_not_retried(smoke_cfg, monkeypatch):
+    import lra_bench.models.encoder as enc
+
+    real = enc.Classifier.forward
+    calls = {"n": 0}
+
+    def nan_after_3(self, input_ids):
+        calls["n"] += 1
+        out = real(self, input_ids)
+        return out * float("nan") if self.training and calls["n"] > 3 else out
+
+    monkeypatch.setattr(enc.Classifier, "forward", nan_after_3)
+    rec = run(smoke_cfg())
+    assert rec["status"] == "diverged" and "step 4" in rec["message"]
+    calls["n"] = 0
+    again = run(smoke_cfg())  # same command: the deterministic failure is not retried
+    assert calls["n"] == 0 and again["run_id"] == rec["run_id"] and again["status"] == "diverged"
+
+
+def test_finished_run_is_skipped_and_rerun_forces(smoke_cfg, monkeypatch):
+    first = run(smoke_cfg())
+    import lra_bench.runner as runner
+
+    monkeypatch.setattr(runner, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    assert run(smoke_cfg())["finished_at"] == first["finished_at"]
+    monkeypatch.undo()
+    assert run(smoke_cfg("rerun=true"))["finished_at"] != first["finished_at"]
+
+
+def test_corrupt_record_is_skipped_and_reports_survive(smoke_cfg, tmp_path, caplog):
+    rec = run(smoke_cfg())
+    path = next((tmp_path / "runs").rglob("record.json"))
+    text = path.read_text()
+    path.write_text(text.replace(f'"test_acc": {rec["test_acc"]}', '"test_acc": 1.0'))  # tampered
+    (path.parent.parent / "other").mkdir()
+    (path.parent.parent / "other" / "record.json").write_text(text[: len(text) // 2])  # truncated
+    assert read_records(tmp_path / "runs") == []
+    assert "checksum mismatch" in caplog.text or "skipping record" in caplog.text
+    from lra_bench.reports.store import read_json_tree
+
+    rows, skipped = read_json_tree(tmp_path / "runs", "record.json")
+    assert rows == [] and len(skipped) == 2
+
+
+WRITER = """
+import sys
+from lra_bench.records import REQUIRED_FIELDS, write_record
+root, who = sys.argv[1], sys.argv[2]
+for i in range(40):
+    rec = {k: None for k in REQUIRED_FIELDS}
+    shared = i % 2 == 0  # half the records go to the same paths from both writers
+    rec.update(run_id=str(i), task="listops", attention="softmax", profile="p", seed=i,
+               config_hash=("s" if shared else who) * 64, status="ok", message=who, config={"pad": "x" * 5000})
+    write_record(rec, root)
+"""
+
+
+def test_two_processes_write_one_store_without_loss_or_mixing(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), who], cwd=ROOT) for who in "ab"]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    recs = read_records(tmp_path)
+    # 20 shared paths (last writer wins, whole) + 20 own paths per writer
+    assert len(recs) == 60
+    assert len({(r["config_hash"], r["seed"]) for r in recs}) == 60
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
+    args = ["-m", "attention=softmax,linear,local", "profile=smoke", "trainer.max_steps=60", "trainer.eval_every=30"]
+    proc = subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(tmp_path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list((tmp_path / "runs").rglob("record.json")):
+        assert proc.poll() is None, "sweep ended before it could be interrupted"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep, job children included
+    proc.wait()
+    done = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("record.json")}
+    assert 1 <= len(done) < 3
+    again = subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(tmp_path),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    recs = read_records(tmp_path / "runs")
+    assert sorted(r["attention"] for r in recs) == ["linear", "local", "softmax"]
+    assert all(r["status"] == "ok" for r in recs)
+    for path, mtime in done.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was run again"
+    assert (again.stdout + again.stderr).count("skipping") >= len(done)
