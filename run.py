@@ -34,7 +34,8 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
-    proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1"})
+    sweep = Path(hc.sweep.dir).name  # groups the sweep's wandb runs
+    proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep})
     forward = {sig: signal.signal(sig, lambda s, f: proc.send_signal(s)) for sig in (signal.SIGTERM, signal.SIGUSR2)}
     try:
         code = proc.wait()

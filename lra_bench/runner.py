@@ -7,8 +7,10 @@ record with status ``oom``, ``diverged`` or ``failed`` (and its message) instead
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
+import os
 import platform
 import random
 import signal
@@ -203,6 +205,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     run_id = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash).name
     ckpt_dir = p.cache_dir / "checkpoints" / p.task.name / p.attention / run_id
     logger_settings = p.logger if dinfo.is_main else LoggerSettings(kind="none")
+    if logger_settings.group is None and os.environ.get("LRA_BENCH_SWEEP"):
+        logger_settings = dataclasses.replace(logger_settings, group=f"sweep-{os.environ['LRA_BENCH_SWEEP']}")
     logger = build_logger(logger_settings, name=f"{p.attention}-{p.task.name}-{run_id}", config=resolved,
                           tags=[p.attention, p.task.name, p.profile], out_dir=p.cache_dir / "wandb")
     status, message, result, test_acc = "ok", "", None, None
@@ -232,7 +236,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     peak = distributed.max_over_ranks(result.peak_memory_bytes if result else None, dinfo)
     if not dinfo.is_main:
         distributed.teardown(dinfo)
-        return {"status": status, "rank": dinfo.rank}
+        return {"status": status, "message": message, "rank": dinfo.rank, "test_acc": test_acc}
     tokens_per_step = p.trainer.batch_size * p.task.max_len * (2 if p.task.dual else 1)
     test_labels = data.labels["test"]
     record = {

@@ -105,10 +105,12 @@ def test_logger_none_does_not_import_wandb(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_wandb_offline_logs_the_run(tmp_path):
-    proc = run_cli(tmp_path, "profile=smoke", "logger=wandb", "trainer.max_steps=4", "trainer.eval_every=2",
-                   timeout=300)
+def test_wandb_offline_one_run_per_job_grouped_by_sweep(tmp_path):
+    proc = run_cli(tmp_path, "-m", "attention=softmax,linear", "profile=smoke", "logger=wandb",
+                   "trainer.max_steps=4", "trainer.eval_every=2", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = list((tmp_path / "cache" / "wandb").rglob("offline-run-*"))
-    assert runs, "no offline wandb run folder"
-    assert list(runs[0].rglob("*.wandb"))
+    runs = sorted((tmp_path / "cache" / "wandb").rglob("offline-run-*"))
+    assert len(runs) == 2, "one wandb run per job"
+    for run_dir in runs:
+        meta = b"".join(p.read_bytes() for p in run_dir.rglob("*.wandb"))
+        assert b"sweep-" in meta and b"listops" in meta  # group and tags travel with the run
