@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from lra_bench.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 RECORD_NAME = "record.json"
@@ -32,24 +32,9 @@ def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: in
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` as JSON to ``path`` via temp file + fsync + rename (+ fsync of the folder)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2, sort_keys=True, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    with atomic_open(path) as f:
+        json.dump(payload, f, indent=2, sort_keys=True, allow_nan=False)
+        f.write("\n")
 
 
 def checksum(record: dict[str, Any]) -> str:

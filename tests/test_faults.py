@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lra_bench import records
+from lra_bench import atomic, records
 from lra_bench.records import read_records, write_record
 from lra_bench.runner import run
 from lra_bench.train import checkpoint
@@ -141,7 +141,7 @@ def test_disk_full_while_writing_a_record_keeps_the_previous_one(tmp_path, monke
         def __getattr__(self, name):
             return getattr(self.f, name)
 
-    monkeypatch.setattr(records.os, "fdopen", lambda fd, mode: FullFile(real_fdopen(fd, mode)))
+    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode, newline=None: FullFile(real_fdopen(fd, mode)))
     with pytest.raises(OSError, match="No space"):
         write_record({**first, "test_acc": 0.99}, tmp_path / "runs")
     monkeypatch.undo()

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lra_bench import records
+from lra_bench import atomic
 from lra_bench.records import REQUIRED_FIELDS, read_records, write_json_atomic, write_record
 from lra_bench.runner import run
 
@@ -51,7 +51,7 @@ def test_atomic_write_keeps_previous_file_when_interrupted(tmp_path, monkeypatch
     def failing_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(records.os, "replace", failing_replace)
+    monkeypatch.setattr(atomic.os, "replace", failing_replace)
     with pytest.raises(OSError):
         write_json_atomic(target, {"v": 2})
     monkeypatch.undo()

@@ -9,12 +9,11 @@ here in a fixed order), plus pad (0) and an out-of-vocabulary id as TokenTextEnc
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from lra_bench.atomic import atomic_open
 from lra_bench.errors import DataError
 
 SPLITS = ("train", "val", "test")
@@ -33,19 +32,10 @@ def split_path(data_dir: Path, split: str) -> Path:
 
 def write_tsv(rows: list[tuple[str, int]], path: Path) -> None:
     """Write rows in the release's format, atomically (temp file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.writer(f, delimiter="\t", lineterminator="\n")
-            writer.writerow(HEADER)
-            writer.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, newline="") as f:
+        writer = csv.writer(f, delimiter="\t", lineterminator="\n")
+        writer.writerow(HEADER)
+        writer.writerows(rows)
 
 
 def read_tsv(path: Path) -> list[tuple[str, int]]:
