@@ -90,6 +90,12 @@ class StepTimer:
         if self._seen > self.warmup:
             self.durations.append(elapsed)
 
+    def state_dict(self) -> dict[str, object]:
+        return {"durations": list(self.durations), "seen": self._seen}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.durations, self._seen = list(state["durations"]), int(state["seen"])
+
     @property
     def timed_steps(self) -> int:
         return len(self.durations)

@@ -147,7 +147,7 @@ def train(
         checkpoint.set_rng_state(state["rng"])
         start, evals, running = state["step"], state["evals"], state["running"]
         best_acc, best_step, best_state = state["best_acc"], state["best_step"], state["best_state"]
-        timer.durations, timer._seen = list(state["timer_durations"]), state["timer_seen"]
+        timer.load_state_dict(state["timer"])
         peak_before = state.get("peak_memory_bytes")
 
     def save_checkpoint(step: int) -> None:
@@ -157,7 +157,7 @@ def train(
             "step": step, "model": core.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "rng": checkpoint.rng_state(), "evals": evals,
             "running": running, "best_acc": best_acc, "best_step": best_step, "best_state": best_state,
-            "timer_durations": timer.durations, "timer_seen": timer._seen,
+            "timer": timer.state_dict(),
             "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
         })
 
