@@ -248,3 +248,12 @@ def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     for path, mtime in done.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was run again"
     assert (again.stdout + again.stderr).count("skipping") >= len(done)
+
+
+def test_checkpoint_of_another_format_is_skipped(tmp_path, caplog):
+    directory = tmp_path / "ck"
+    checkpoint.save(directory, {"step": 3})
+    meta = json.loads((directory / "ckpt.json").read_text())
+    (directory / "ckpt.json").write_text(json.dumps({**meta, "format": checkpoint.FORMAT - 1}))
+    assert checkpoint.load(directory) is None
+    assert "another version" in caplog.text

@@ -29,6 +29,7 @@ from lra_bench.records import write_json_atomic
 
 log = logging.getLogger(__name__)
 CURRENT, PREVIOUS = "ckpt", "ckpt.prev"
+FORMAT = 2  # bump when the state layout changes: older checkpoints are skipped, not half-loaded
 
 
 def rng_state() -> dict[str, Any]:
@@ -65,7 +66,7 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
         torch.save(state, tmp_path)
         with tmp_path.open("rb") as f:
             os.fsync(f.fileno())
-        meta = {"step": int(state["step"]), "sha256": _sha256(tmp_path)}
+        meta = {"step": int(state["step"]), "sha256": _sha256(tmp_path), "format": FORMAT}
         current = directory / f"{CURRENT}.pt"
         if current.exists() and (directory / f"{CURRENT}.json").exists():
             shutil.copyfile(directory / f"{CURRENT}.json", directory / f".{PREVIOUS}.json.tmp")
@@ -87,6 +88,9 @@ def load(directory: Path) -> dict[str, Any] | None:
             continue
         try:
             meta = json.loads(meta_path.read_text())
+            if meta.get("format") != FORMAT:
+                raise ValueError(f"written by another version of lra-bench (format {meta.get('format')}, "
+                                 f"this one reads {FORMAT}); training starts afresh")
             if _sha256(pt) != meta["sha256"]:
                 raise ValueError("checksum mismatch (truncated or corrupt file)")
             state = torch.load(pt, map_location="cpu", weights_only=False)
