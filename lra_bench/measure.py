@@ -114,3 +114,26 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+
+
+def reuse_freed_memory() -> bool:
+    """Make glibc keep freed blocks for reuse instead of returning every block over its mmap threshold
+    (at most 32 MiB) to the kernel and page-faulting it back in on the next step.
+
+    Without this, any tensor above 32 MiB costs fresh zeroed pages on every CPU step, which bends time-vs-N
+    curves upwards at the length where a variant's tensors cross 32 MiB (measured: Performer's 4K step
+    0.68 s -> 0.35 s). Call it after memory has been measured: with it, resident memory no longer falls
+    when tensors are freed. Returns whether it applied (glibc on Linux only).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(libc.mallopt(m_mmap_threshold, 1 << 30)) and bool(libc.mallopt(m_trim_threshold, 1 << 31))
+    except (OSError, AttributeError):
+        return False
