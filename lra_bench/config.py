@@ -23,7 +23,7 @@ from lra_bench.errors import ConfigError
 T = TypeVar("T")
 
 #: keys that change where or how a run is reported, not what it computes (excluded from the hash)
-NON_SEMANTIC_KEYS = ("paths", "logger", "hydra")
+NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun")
 
 
 def _type_ok(value: Any, annotation: Any) -> bool:

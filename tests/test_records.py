@@ -40,6 +40,7 @@ def test_config_hash_ignores_paths_but_not_semantics(smoke_cfg, tmp_path):
 
     base = config_hash(smoke_cfg())
     assert config_hash(smoke_cfg(f"paths.results_dir={tmp_path}/elsewhere")) == base
+    assert config_hash(smoke_cfg("rerun=true", "logger=wandb")) == base
     assert config_hash(smoke_cfg("seed=1")) != base
     assert config_hash(smoke_cfg("model.dim=64")) != base
 

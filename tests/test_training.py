@@ -16,7 +16,7 @@ from lra_bench.train.settings import TrainerSettings
 from tests.conftest import CONFIGS
 
 
-def tiny_model(attention: str = "softmax", max_len: int = 48, vocab: int = 17, classes: int = 10) -> Classifier:
+def tiny_model(attention: str = "softmax", max_len: int = 64, vocab: int = 17, classes: int = 10) -> Classifier:
     factory = build_attention_factory(OmegaConf.load(CONFIGS / "attention" / f"{attention}.yaml"), attention)
     encoder = Encoder(factory, vocab, max_len, 0, dim=32, depth=1, num_heads=2, mlp_dim=64, dropout=0.0,
                       positions="sinusoidal", pool="mean")
@@ -29,7 +29,7 @@ def settings(**over) -> TrainerSettings:
     return TrainerSettings(**{**base, **over})
 
 
-def toy_data(n: int = 64, max_len: int = 48, seed: int = 0):
+def toy_data(n: int = 64, max_len: int = 64, seed: int = 0):
     rng = np.random.default_rng(seed)
     x = rng.integers(1, 17, size=(n, max_len)).astype(np.uint8)
     x[:, max_len // 2 :] *= rng.random((n, 1)) < 0.5  # some rows padded halfway
@@ -90,7 +90,8 @@ def test_on_train_step_hook_is_called_every_step():
 
 def test_runs_are_bit_identical_for_a_seed(smoke_cfg):
     a = run(smoke_cfg("seed=7", "trainer.max_steps=8", "trainer.eval_every=4"))
-    b = run(smoke_cfg("seed=7", "trainer.max_steps=8", "trainer.eval_every=4"))
+    b = run(smoke_cfg("seed=7", "trainer.max_steps=8", "trainer.eval_every=4", "rerun=true"))
+    assert b["finished_at"] != a["finished_at"], "the second run must really run"
     assert a["evals"] == b["evals"] and a["test_acc"] == b["test_acc"] and a["config_hash"] == b["config_hash"]
     assert b["data_cache_reused"] and not a["data_cache_reused"]
 
