@@ -76,8 +76,14 @@ def build_task(cfg: DictConfig) -> Any:
 def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier:
     model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
     check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
-    encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
-                      max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+    factory = build_attention_factory(attention_cfg)
+    try:
+        encoder = Encoder(attention=factory, vocab_size=task.vocab_size, max_len=task.max_len, pad_id=task.pad_id,
+                          **model_kwargs)
+    except ConfigError:
+        raise
+    except ValueError as e:  # a knob out of range, caught by a variant's own constructor check
+        raise ConfigError(f"attention={attention_name(attention_cfg)}: {e}") from e
     if task.dual:
         return DualClassifier(encoder, model_kwargs["mlp_dim"], task.num_classes, task.interaction)
     return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)

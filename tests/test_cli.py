@@ -70,6 +70,7 @@ def test_unknown_task_or_profile_lists_valid_options(tmp_path, group, bad):
         ("task.data_dir=/definitely/missing", "task.data_dir=/definitely/missing does not exist"),
         ("attention=local attention.block_size=5000", "attention=local: block_size=5000 must be between 1 and seq_len"),
         ("trainer.batch_size=0", "trainer.batch_size must be > 0"),
+        ("attention=performer attention.nb_features=0", "attention=performer: nb_features must be > 0"),
     ],
 )
 def test_bad_config_fails_before_any_data(tmp_path, override, message):
