@@ -197,6 +197,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                  done["run_id"], done["status"])
         return done
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
+    if device.type == "cpu":
+        torch.set_flush_denormal(p.trainer.flush_denormal)
     t0 = time.perf_counter()
     data = p.task.load(p.cache_dir)
     data_seconds = time.perf_counter() - t0

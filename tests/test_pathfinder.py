@@ -286,6 +286,32 @@ def test_generated_source_is_cached_and_balanced(tmp_path):
     assert second.reused and second.meta["fingerprint"] == first.meta["fingerprint"]
 
 
+def test_downsample_max_pools_the_cached_images(tmp_path):
+    full = PathfinderTask(num_images=40, difficulty="curv_baseline", gen_workers=1).load(tmp_path)
+    small = PathfinderTask(num_images=40, difficulty="curv_baseline", gen_workers=1, downsample=2,
+                           max_len=256).load(tmp_path)
+    assert small.reused and small.meta["downsample"] == 2  # the full-resolution cache is pooled, not rebuilt
+    for split in ("train", "val", "test"):
+        np.testing.assert_array_equal(small.labels[split], full.labels[split])
+        x = full.inputs[split].reshape(-1, 16, 2, 16, 2)  # (n, row, 2, col, 2)
+        np.testing.assert_array_equal(small.inputs[split], x.max(axis=(2, 4)).reshape(-1, 256))
+    # the strokes stay at full brightness: the brightest pixel of every image survives
+    np.testing.assert_array_equal(small.inputs["train"].max(1), full.inputs["train"].max(1))
+
+
+def test_pool_pixels_modes():
+    from lra_bench.data.pixels import pool_pixels
+
+    img = np.array([[0, 255, 10, 20], [0, 0, 30, 41], [1, 2, 3, 4], [5, 6, 7, 8]], dtype=np.uint8).reshape(1, 16)
+    assert pool_pixels(img, 4, 2, "max").tolist() == [[255, 41, 6, 8]]
+    assert pool_pixels(img, 4, 2, "mean").tolist() == [[64, 25, 4, 6]]  # 255/4 = 63.75 -> 64; 101/4 -> 25
+    assert pool_pixels(img, 4, 1, "max") is img
+    with pytest.raises(ConfigError, match="mode must be one of"):
+        pool_pixels(img, 4, 2, "median")
+    with pytest.raises(ConfigError, match="3 does not divide 4"):
+        pool_pixels(img, 4, 3, "max")
+
+
 def test_synthetic_source_shapes_and_config_checks():
     data = PathfinderTask(source="synthetic", synthetic_sizes=[8, 4, 4]).load(Path("unused"))
     assert data.inputs["train"].shape == (8, 1024) and data.inputs["train"].dtype == np.uint8
@@ -294,8 +320,12 @@ def test_synthetic_source_shapes_and_config_checks():
     assert x.inputs["train"].shape == (2, 16384)
     assert PathfinderTask.pad_id is None and PathfinderTask.vocab_size == 256 and PathfinderTask.num_classes == 2
     assert PathXTask().name == "pathx" and PathXTask().resolution == 128
-    with pytest.raises(ConfigError, match="must equal task.resolution"):
+    with pytest.raises(ConfigError, match=r"must equal 1024 \(one token per pixel of a 32x32 image\)"):
         PathfinderTask(max_len=1000)
+    with pytest.raises(ConfigError, match=r"must equal 256 .* 16x16 image after task.downsample=2"):
+        PathfinderTask(downsample=2)
+    with pytest.raises(ConfigError, match="task.downsample must be 1 .* or a factor of task.resolution=32"):
+        PathfinderTask(downsample=3, max_len=100)
     with pytest.raises(ConfigError, match="difficulty"):
         PathfinderTask(difficulty="hard")
     with pytest.raises(ConfigError, match="task.source=files needs"):

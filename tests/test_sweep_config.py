@@ -42,3 +42,20 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     recs = read_records(tmp_path / "runs")
     assert sorted(r["attention"] for r in recs) == ["linear", "softmax"]
     assert all(r["status"] == "ok" for r in recs)
+
+
+def test_every_attention_builds_for_every_task_of_the_cpu_sweep(tmp_path):
+    """scripts/sweep_cpu.sh runs every attention x task at profile=quick: each job must pass its config checks
+    (a job failing validation would stop the multirun)."""
+    from lra_bench.data.retrieval_fixture import write_fixture
+    from lra_bench.runner import plan
+    from tests.conftest import compose_run
+
+    fixture = write_fixture(tmp_path / "aan", sizes=(4, 2, 2))
+    script = (ROOT / "scripts" / "sweep_cpu.sh").read_text()
+    for task in ("listops", "text", "retrieval", "image", "pathfinder"):
+        assert f"task={task}" in script
+        extra = [f"task.data_dir={fixture}"] if task == "retrieval" else []
+        for name in list_attentions():
+            p = plan(compose_run([f"attention={name}", f"task={task}", "profile=quick", *extra], tmp_path))
+            assert p.profile == "quick" and p.task.max_len in (128, 256), (task, name)

@@ -348,10 +348,11 @@ def test_synthetic_shapes(task, shape, dtype, low, tmp_path):
     assert data.meta["synthetic"] and data.inputs["train"][..., 0].min() >= low
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "small", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "quick", "small", "paper"])
 def test_every_profile_composes_and_builds(profile, tmp_path):
     fixture = write_fixture(tmp_path / "aan", sizes=(4, 2, 2))
-    for task, extra in (("text", []), ("image", []), ("retrieval", [f"task.data_dir={fixture}"])):
+    for task, extra in (("listops", []), ("pathfinder", []), ("text", []), ("image", []),
+                        ("retrieval", [f"task.data_dir={fixture}"])):
         p = plan(compose_run([f"task={task}", f"profile={profile}", *extra], tmp_path))
         assert p.task.name == task
     assert p.task.interaction == ("nli" if profile == "small" else "concat")

@@ -120,3 +120,14 @@ def test_every_variant_runs_the_smoke_profile(smoke_cfg, name):
     record = run(smoke_cfg(f"attention={name}", "trainer.max_steps=6", "trainer.eval_every=3"))
     assert record["status"] == "ok", record["message"]
     assert record["attention"] == name and record["test_acc"] is not None
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_cpu_runs_flush_denormals_as_configured(smoke_cfg, flush):
+    tiny = torch.tensor([1e-39])  # a float32 denormal
+    try:
+        record = run(smoke_cfg(f"trainer.flush_denormal={str(flush).lower()}", "trainer.max_steps=2"))
+        assert record["status"] == "ok" and record["config"]["trainer"]["flush_denormal"] is flush
+        assert ((tiny * 1.0).item() == 0.0) is flush
+    finally:
+        torch.set_flush_denormal(False)

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from lra_bench.data.cache import CachedSplits, file_sha256, load_or_build, stable_hash
+from lra_bench.data.pixels import pool_pixels
 from lra_bench.data.task import Task
 from lra_bench.data.text_task import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
 from lra_bench.errors import ConfigError, DataError
@@ -123,11 +124,7 @@ def decode_images(table: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 def downsample(pixels: np.ndarray, k: int) -> np.ndarray:
     """(n, 1024) uint8 -> (n, (32 / k)^2) uint8: the mean of each k x k block, rounded half up."""
-    if k == 1:
-        return pixels
-    side = SIDE // k
-    blocks = pixels.reshape(len(pixels), side, k, side, k).sum(axis=(2, 4), dtype=np.uint32)  # (n, side, side)
-    return ((blocks + k * k // 2) // (k * k)).astype(np.uint8).reshape(len(pixels), side * side)
+    return pool_pixels(pixels, SIDE, k, "mean")
 
 
 @dataclass

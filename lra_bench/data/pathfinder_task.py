@@ -20,6 +20,7 @@ import numpy as np
 from lra_bench.data import pathfinder
 from lra_bench.data.cache import CachedSplits, load_or_build, stable_hash
 from lra_bench.data.pathfinder_generate import GENERATOR_VERSION, RESOLUTION_PRESETS, generate, spec_for
+from lra_bench.data.pixels import pool_pixels
 from lra_bench.data.task import SPLITS, Task
 from lra_bench.errors import ConfigError, DataError
 
@@ -36,7 +37,7 @@ class PathfinderTask(Task):
         name: task name used in records ("pathfinder"; "pathx" for ``PathXTask``).
         source: "auto" (release files when data_dir is set, else generate), "generate", "files" or "synthetic".
         data_dir: folder holding the difficulty folders, e.g. ``lra_release/pathfinder32``.
-        max_len: tokens per image; must equal ``resolution**2``.
+        max_len: tokens per image; must equal ``(resolution / downsample)**2``.
         synthetic_sizes: [train, val, test] for source=synthetic.
         resolution: image side in pixels (32 Pathfinder, 128 Path-X; 64 and 256 exist in the release).
         difficulty: curv_baseline (6 paddles), curv_contour_length_9 or curv_contour_length_14 (LRA's "hard").
@@ -45,6 +46,8 @@ class PathfinderTask(Task):
         gen_seed: seed of the generator (independent of the training seed).
         gen_workers: processes that generate (0 = one per CPU core); the images do not depend on it.
         generator: overrides of the generator's arguments (``PathfinderSpec``), e.g. {num_distractor_snakes: 2}.
+        downsample: 1 (LRA) or k dividing the resolution: each k x k block becomes its brightest pixel (max-pool keeps
+            the one-pixel dashes visible), ``(resolution / k)**2`` tokens. A cheaper non-LRA variant for CPU profiles.
     """
 
     name: str = "pathfinder"
@@ -59,6 +62,7 @@ class PathfinderTask(Task):
     gen_seed: int = 0
     gen_workers: int = 0
     generator: dict[str, Any] = field(default_factory=dict)
+    downsample: int = 1
 
     vocab_size = 256
     num_classes = 2
@@ -69,9 +73,14 @@ class PathfinderTask(Task):
         super().__post_init__()
         if self.resolution <= 0:
             raise ConfigError(f"task.resolution must be > 0, got {self.resolution}")
-        if self.max_len != self.resolution**2:
-            raise ConfigError(f"task.max_len={self.max_len} must equal task.resolution**2 = {self.resolution**2} "
-                              f"(one token per pixel of a {self.resolution}x{self.resolution} image)")
+        if self.downsample < 1 or self.resolution % self.downsample:
+            raise ConfigError(f"task.downsample must be 1 (LRA) or a factor of task.resolution={self.resolution} "
+                              f"(e.g. 2), got {self.downsample}")
+        side = self.resolution // self.downsample
+        if self.max_len != side**2:
+            shrunk = f" after task.downsample={self.downsample}" if self.downsample > 1 else ""
+            raise ConfigError(f"task.max_len={self.max_len} must equal {side**2} (one token per pixel of a "
+                              f"{side}x{side} image{shrunk})")
         if self.difficulty not in pathfinder.DIFFICULTIES:
             raise ConfigError(f"task.difficulty={self.difficulty!r} is not valid; choose one of "
                               f"{pathfinder.DIFFICULTIES}")
@@ -161,7 +170,7 @@ class PathfinderTask(Task):
                     "generator": self.generator_params() if self.source == "generate" else None}
             return splits, meta
 
-        data = load_or_build(Path(cache_dir), "pathfinder/arrow", key, build)
+        data = self._pooled(load_or_build(Path(cache_dir), "pathfinder/arrow", key, build))
         if data.meta.get("skipped_empty"):
             log.warning("%s: %d empty image(s) were skipped (%s)", self.name, data.meta["skipped_empty"],
                         ", ".join(data.meta.get("skipped_files", [])[:5]))
@@ -169,6 +178,13 @@ class PathfinderTask(Task):
         if counts.min() < 0.4 * counts.sum():
             log.warning("%s: labels are unbalanced: %s (0 = not connected, 1 = connected)", self.name, counts.tolist())
         return data
+
+    def _pooled(self, data: CachedSplits) -> CachedSplits:
+        """The cached full-resolution splits max-pooled by ``downsample`` (as is when 1)."""
+        if self.downsample == 1:
+            return data
+        inputs = {s: pool_pixels(x, self.resolution, self.downsample, "max") for s, x in data.inputs.items()}
+        return dataclasses.replace(data, inputs=inputs, meta={**data.meta, "downsample": self.downsample})
 
 
 @dataclass
