@@ -117,6 +117,9 @@ def plan(cfg: DictConfig) -> Plan:
     name = attention_name(cfg.attention)
     task = build_task(cfg.task)
     trainer = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
+    # Before any parallel CPU op: the flag lives in each thread's MXCSR register, and torch's worker threads
+    # copy it from this thread when they are created (set later, it would reach this thread only).
+    torch.set_flush_denormal(trainer.flush_denormal)
     logger = to_dataclass(LoggerSettings, cfg.logger, "logger")
     device = resolve_device(trainer.device)
     task.check_source()
@@ -197,8 +200,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                  done["run_id"], done["status"])
         return done
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
-    if device.type == "cpu":
-        torch.set_flush_denormal(p.trainer.flush_denormal)
     t0 = time.perf_counter()
     data = p.task.load(p.cache_dir)
     data_seconds = time.perf_counter() - t0

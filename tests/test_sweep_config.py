@@ -54,7 +54,7 @@ def test_every_attention_builds_for_every_task_of_the_cpu_sweep(tmp_path):
     fixture = write_fixture(tmp_path / "aan", sizes=(4, 2, 2))
     script = (ROOT / "scripts" / "sweep_cpu.sh").read_text()
     for task in ("listops", "text", "retrieval", "image", "pathfinder"):
-        assert f"task={task}" in script
+        assert f"task={task}" in script  # retrieval: in the comment that says how to add it
         extra = [f"task.data_dir={fixture}"] if task == "retrieval" else []
         for name in list_attentions():
             p = plan(compose_run([f"attention={name}", f"task={task}", "profile=quick", *extra], tmp_path))
