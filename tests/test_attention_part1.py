@@ -154,6 +154,17 @@ def test_longformer_pattern():
     check_pattern(layer, pattern)
 
 
+@pytest.mark.parametrize("dilation", range(1, 9))
+@pytest.mark.parametrize("n", [24, 37, 40])  # 37 is a multiple of no dilation > 1; 24 and 40 of several
+def test_longformer_every_dilation_and_length(dilation, n):
+    """Dilations 1..8 at lengths that are and are not multiples of them (positions past N once overflowed)."""
+    window, g = 4, 1
+    layer = build("longformer", seq_len=n, window=window, dilations=[1, dilation], num_global=g)
+    qi, kj = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    heads = [((qi - kj).abs() <= (window // 2) * d) & ((qi - kj) % d == 0) for d in (1, 1, dilation, dilation)]
+    check_pattern(layer, torch.stack(heads) | (qi < g) | (kj < g), n=n)
+
+
 @pytest.mark.parametrize("seq_len", [N, 64])  # 64: the eval buffer holds more blocks than this N has
 def test_bigbird_pattern(seq_len):
     b, g = 4, 1

@@ -76,7 +76,8 @@ class LongformerAttention(Attention):
         r = self.window // 2
         kg, vg = k[:, :, :g], v[:, :, :g]  # (B, h, g, D) global keys, shared by every query
         q, k, v = (rearrange(pad_dim(t, d, dim=2), "b h (m c) e -> b h c m e", c=d) for t in (q, k, v))
-        pos = rearrange(torch.arange(q.shape[3] * d, device=q.device), "(m c) -> c m", c=d)  # original positions
+        pos = torch.arange(q.shape[3] * d, device=q.device).clamp(max=n)  # (m·d,) original positions; n = padding
+        pos = rearrange(pos, "(m c) -> c m", c=d)  # (d, m)
         m = q.shape[3]
         w = max(min(r, m), 1)  # band blocks of w tokens attend to blocks -1, 0, +1
         q, k, v = (rearrange(pad_dim(t, w, dim=3), "b h c (nb w) e -> b h c nb w e", w=w) for t in (q, k, v))
