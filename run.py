@@ -20,11 +20,30 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lra_bench.errors import LRABenchError
+from lra_bench.errors import DiskFullError, LRABenchError, RunInProgress
+from lra_bench.progress import SWEEP_JOB_ENV
+from lra_bench.suggest import check_overrides
 
 log = logging.getLogger("lra_bench")
-CHILD_ENV = "LRA_BENCH_JOB_CHILD"
-EXIT_CONFIG, EXIT_FAILED, EXIT_PREEMPTED = 2, 1, 75  # 75 = EX_TEMPFAIL: rerun to resume
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CHILD_ENV = SWEEP_JOB_ENV  # marks the process of a multirun job (no progress bars there)
+EXIT_CONFIG, EXIT_FAILED, EXIT_BUSY, EXIT_PREEMPTED = 2, 1, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
+SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+_sweep = {"child": None, "signal": None}  # the running job's process; the preemption signal the sweep got
+
+
+def _on_sweep_signal(signum: int, frame: object) -> None:
+    """In a sweep's parent: pass the signal to the running job (it checkpoints) and start no further job."""
+    _sweep["signal"] = signum
+    if _sweep["child"] is not None:
+        _sweep["child"].send_signal(signum)
+
+
+def stop_sweep(why: str) -> None:
+    """End the whole multirun for requeueing: finished records stay, a rerun of the sweep resumes the rest."""
+    print(f"preempted: {why}; every finished record is kept, rerun the same sweep command to resume",
+          file=sys.stderr)
+    raise SystemExit(EXIT_PREEMPTED)  # not an Exception: Hydra's launcher does not catch it and start the next job
 
 
 def run_job_in_child(cfg: DictConfig) -> float | None:
@@ -32,20 +51,25 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     from lra_bench.runner import record_crash
 
     hc = HydraConfig.get()
+    for sig in SWEEP_SIGNALS:  # for the parent's whole life: a signal between two jobs also stops the sweep
+        signal.signal(sig, _on_sweep_signal)
+    if _sweep["signal"] is not None:
+        stop_sweep(f"{signal.Signals(_sweep['signal']).name} received before job {hc.job.num}")
     cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
     sweep = Path(hc.sweep.dir).name  # groups the sweep's wandb runs
-    proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep})
-    forward = {sig: signal.signal(sig, lambda s, f: proc.send_signal(s)) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+    _sweep["child"] = proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep})
     try:
         code = proc.wait()
     finally:
-        for sig, old in forward.items():
-            signal.signal(sig, old)
-    if code == EXIT_PREEMPTED:
-        raise RuntimeError(f"job {hc.job.num} preempted; checkpoint written, re-run the sweep to resume")
+        _sweep["child"] = None
+    if code == EXIT_PREEMPTED or _sweep["signal"] is not None:
+        stop_sweep(f"job {hc.job.num} stopped (exit code {code})")
     if code == EXIT_CONFIG:
         raise RuntimeError(f"job {hc.job.num} has an invalid configuration (see its log above)")
+    if code == EXIT_BUSY:
+        log.warning("job %s skipped: the same configuration is running in another process", hc.job.num)
+        return None
     record = record_crash(cfg, code) if code not in (0, EXIT_FAILED) else None
     if record is None:
         from lra_bench.runner import existing_record
@@ -63,6 +87,12 @@ def main(cfg: DictConfig) -> float | None:
         return run_job_in_child(cfg)
     try:
         record = run(cfg)
+    except RunInProgress as e:
+        print(f"skipped: {e}", file=sys.stderr)
+        sys.exit(EXIT_BUSY)
+    except DiskFullError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
     except LRABenchError as e:
         log.error("%s", e)
         print(f"error: {e}", file=sys.stderr)
@@ -77,4 +107,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    if (problem := check_overrides(sys.argv[1:], CONFIG_DIR, "run")) is not None:
+        print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
+        sys.exit(EXIT_CONFIG)
     main()

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, OmegaConf
 
 from lra_bench.errors import ConfigError
+from lra_bench.suggest import closest
 
 T = TypeVar("T")
 
@@ -65,7 +66,9 @@ def check_kwargs(fn: Callable[..., Any], values: dict[str, Any], where: str, sup
         if key in supplied:
             raise ConfigError(f"{where}: '{key}' is supplied by the harness and must not be set in the config")
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown option '{key}'; valid options: {', '.join(allowed)}")
+            best = closest(key, allowed)
+            hint = f" (did you mean '{best}'?)" if best else ""
+            raise ConfigError(f"{where}: unknown option '{key}'{hint}; valid options: {', '.join(allowed)}")
         annotation = hints.get(key, inspect.Parameter.empty)
         if not _type_ok(value, annotation):
             raise ConfigError(

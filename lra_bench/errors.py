@@ -11,3 +11,11 @@ class ConfigError(LRABenchError, ValueError):
 
 class DataError(LRABenchError):
     """Data is missing, unreadable or malformed (the message names the file and the fix)."""
+
+
+class DiskFullError(LRABenchError, OSError):
+    """A write failed because its file system is full (the message names the folder; earlier files are kept)."""
+
+
+class RunInProgress(LRABenchError):
+    """Another process holds this run's lock (the same config is running elsewhere); this one skips it."""

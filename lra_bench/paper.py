@@ -60,6 +60,12 @@ def paper_lra_score(attention: str) -> float | None:
     return None if row is None else row[-1]
 
 
+def paper_task_score(attention: str, task: str) -> float | None:
+    """The paper's Table 1 test accuracy (%) of ``attention`` on one of the 5 ``TASKS``."""
+    row = TABLE1.get(attention)
+    return None if row is None else row[TASKS.index(task)]
+
+
 def paper_examples_per_s_4k(attention: str) -> float | None:
     """Figure 3's x-axis as inferred in LRA.md §2.4: 4K steps/s x batch 32."""
     row = TABLE2_STEPS.get(attention)

@@ -18,7 +18,8 @@ from lra_bench.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 RECORD_NAME = "record.json"
-STATUSES = ("ok", "oom", "diverged", "failed")
+STATUSES = ("ok", "oom", "diverged", "failed", "killed")  # killed: SIGKILLed (often the out-of-memory killer)
+ATTEMPTS = "attempts"  # a non-ok attempt that would replace an ok record goes here instead
 REQUIRED_FIELDS = (
     "run_id", "attention", "task", "profile", "seed", "config", "config_hash", "status", "message",
     "best_val_acc", "best_step", "test_acc", "throughput", "memory", "params", "device",
@@ -56,20 +57,36 @@ def write_record(record: dict[str, Any], results_dir: Path) -> Path:
     target = run_dir(results_dir, record["task"], record["attention"], record["profile"], record["seed"],
                      record["config_hash"]) / RECORD_NAME
     record["checksum"] = checksum(json.loads(json.dumps(record)))  # checksum of exactly what is stored
+    if record["status"] != "ok" and target.exists() and (kept := read_record(target)) and kept["status"] == "ok":
+        stamp = str(record.get("finished_at") or "unknown").replace(":", "")
+        attempt = target.parent / ATTEMPTS / f"{record['status']}-{stamp}.json"
+        log.warning("keeping the ok record %s: this attempt ended %s and is stored as %s instead",
+                    target, record["status"], attempt)
+        target = attempt
     write_json_atomic(target, record)
     return target
 
 
+def load_verified(path: Path) -> dict[str, Any]:
+    """The one rule for every stored result (run records and benchmark cells): a JSON object whose ``checksum``
+    matches its content. Raises ValueError (or OSError) saying why not; a missing checksum is no exception."""
+    record = json.loads(Path(path).read_text())
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    if "checksum" not in record:
+        raise ValueError("no checksum (written by hand or edited: every result lra-bench writes carries one)")
+    if not verify(record):
+        raise ValueError("checksum mismatch (truncated, corrupt or edited by hand)")
+    return record
+
+
 def read_record(path: Path) -> dict[str, Any] | None:
-    """A stored record, or None (with a warning) when it is unreadable or fails its checksum."""
+    """A stored record, or None (with a warning) when it is unreadable or fails ``load_verified``."""
     try:
-        record = json.loads(Path(path).read_text())
-        if not isinstance(record, dict) or not verify(record):
-            raise ValueError("checksum mismatch (truncated, corrupt or edited by hand)")
+        return load_verified(path)
     except (OSError, ValueError) as e:
         log.warning("skipping record %s: %s", path, e)
         return None
-    return record
 
 
 def read_records(results_dir: Path) -> list[dict[str, Any]]:

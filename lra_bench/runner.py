@@ -17,7 +17,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,12 +31,13 @@ from torch.nn.parallel import DistributedDataParallel
 import lra_bench
 from lra_bench import distributed
 from lra_bench.config import check_kwargs, config_hash, to_dataclass
-from lra_bench.errors import ConfigError
+from lra_bench.errors import ConfigError, RunInProgress
 from lra_bench.loggers import LoggerSettings, build_logger
 from lra_bench.measure import is_oom, memory_kind, rss_bytes
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_name, build_attention_factory
 from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, run_dir, write_record
+from lra_bench.runlock import run_lock
 from lra_bench.train import checkpoint
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, evaluate, train
 from lra_bench.train.settings import TrainerSettings
@@ -130,22 +131,41 @@ def plan(cfg: DictConfig) -> Plan:
                 cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(cfg), device=device)
 
 
+class StopSignals:
+    """SIGTERM (SLURM preemption) and SIGUSR2 (submitit's warning) during a run.
+
+    While ``polling`` (the training loop, which checkpoints at the next step boundary, and the record write, which
+    is short) a signal only sets ``received``; at any other time (data preparation, the final test evaluation) it
+    raises ``Preempted`` at once: there is nothing to save there (finished training is checkpointed), and the run
+    exits for requeueing instead of being killed without a word."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self.polling = False
+        self.phase = "starting"
+
+    def requested(self) -> bool:
+        return self.received is not None
+
+    def handler(self, signum: int, frame: object) -> None:
+        self.received = signal.Signals(signum).name
+        if self.polling:
+            log.warning("received %s during %s: stopping at the next safe point", self.received, self.phase)
+            return
+        log.warning("received %s during %s: stopping", self.received, self.phase)
+        raise Preempted(None, f"{self.phase} ({self.received})")
+
+
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[Callable[[], bool]]:
-    """SIGTERM (SLURM preemption) and SIGUSR2 (submitit's warning) set a flag the loop polls; a checkpoint
-    is then written and the run exits to be requeued. Previous handlers are restored afterwards."""
-    flag = {"stop": False}
+def stop_on_signals() -> Iterator[StopSignals]:
+    """Install ``StopSignals``' handler for SIGTERM and SIGUSR2 (main thread only); previous handlers come back."""
+    stop = StopSignals()
     if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
+        yield stop
         return
-
-    def handler(signum: int, frame: object) -> None:
-        log.warning("received %s: checkpointing and stopping", signal.Signals(signum).name)
-        flag["stop"] = True
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+    previous = {sig: signal.signal(sig, stop.handler) for sig in (signal.SIGTERM, signal.SIGUSR2)}
     try:
-        yield lambda: flag["stop"]
+        yield stop
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -167,21 +187,29 @@ def existing_record(cfg: DictConfig) -> dict[str, Any] | None:
     return read_record(path) if path.exists() else None
 
 
-def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any]:
-    """A record for a job whose process died without writing one (killed, segfault, out-of-memory killer)."""
+def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any] | None:
+    """A record for a job whose process died without writing one (SIGKILL, segfault, ...). None when another
+    process holds the run's lock (it runs the same config and will write the record itself)."""
     p = plan(cfg)
     killed = exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL)
+    folder = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash)
     record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}
     record.update({
-        "run_id": run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash).name,
+        "run_id": folder.name,
         "attention": p.attention, "task": p.task.name, "profile": p.profile, "seed": p.seed,
         "config": OmegaConf.to_container(cfg, resolve=True), "config_hash": p.config_hash,
-        "status": "oom" if killed else "failed",
-        "message": f"job process exited with code {exit_code}" + (" (SIGKILL: likely out of memory)" if killed else ""),
+        "status": "killed" if killed else "failed",
+        "message": f"job process exited with code {exit_code}"
+                   + (" (SIGKILL: possibly out of memory, or killed by hand or by the scheduler)" if killed else ""),
         "throughput": {}, "memory": {}, "torch_version": torch.__version__, "git_commit": git_commit(),
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
     })
-    write_record(record, p.results_dir)
+    try:
+        with run_lock(folder):
+            write_record(record, p.results_dir)  # never replaces an ok record (records.write_record)
+    except RunInProgress as e:
+        log.warning("not recording the crash: %s", e)
+        return None
     return record
 
 
@@ -195,10 +223,20 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     started = time.time()
     p = plan(cfg)
     dinfo = distributed.from_env()
-    if not cfg.get("rerun", False) and (done := finished_record(p)) is not None:
-        log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
-                 done["run_id"], done["status"])
-        return done
+    folder = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash)
+    # rank 0 alone holds the lock: the other ranks of one torchrun job are the same run
+    with run_lock(folder) if dinfo.is_main else contextlib.nullcontext(), stop_on_signals() as stop:
+        if not cfg.get("rerun", False) and (done := finished_record(p)) is not None:
+            log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
+                     done["run_id"], done["status"])
+            return done
+        return _run_locked(cfg, p, dinfo, stop, started)
+
+
+def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: StopSignals,
+                started: float) -> dict[str, Any]:
+    """``run`` once this process holds the run's lock and the signal handlers are in place."""
+    stop.phase = "data preparation"
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
     t0 = time.perf_counter()
     data = p.task.load(p.cache_dir)
@@ -221,20 +259,26 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     status, message, result, test_acc = "ok", "", None, None
     baseline_rss = rss_bytes()
     try:
-        with stop_on_signals() as stop_requested:
-            checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
-                                          stop_requested=stop_requested)
-            result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
-                           checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
+        checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
+                                      stop_requested=stop.requested)
+        stop.phase, stop.polling = "training", True
+        if stop.requested():  # a signal that came in between the data and the first step
+            raise Preempted(None, f"data preparation ({stop.received})")
+        result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
+                       checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
+        stop.phase, stop.polling = "the final test evaluation", False
         test_acc = evaluate(getattr(model, "module", model), *splits["test"], p.trainer, device)
+        stop.phase, stop.polling = "writing the record", True
         logger.log({"test/acc": test_acc}, p.trainer.max_steps)
     except Preempted:
         logger.finish(exit_code=1)
         distributed.teardown(dinfo)
         raise
     except Diverged as e:
+        stop.phase, stop.polling = "writing the record", True
         status, message = "diverged", str(e)
     except Exception as e:  # noqa: BLE001 - any failure is recorded, then reported by run.py
+        stop.phase, stop.polling = "writing the record", True
         status = "oom" if is_oom(e) else "failed"
         message = f"{type(e).__name__}: {str(e)[:2000]}"
         log.error("run ended with status %s: %s", status, message, exc_info=status == "failed")
@@ -302,7 +346,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         "finished_at": dt.datetime.now(dt.UTC).isoformat(),
     }
     path = write_record(record, p.results_dir)
-    checkpoint.clear(ckpt_dir)
+    if status in SKIP_STATUSES:  # finished: the record is the result. Otherwise keep them: a rerun resumes
+        checkpoint.clear(ckpt_dir)
     distributed.teardown(dinfo)
     log.info("record written to %s (status %s, test acc %s)", path, status, test_acc)
     return record

@@ -2,7 +2,8 @@
 
 Each (attention, N) cell runs in a fresh process (memory isolation); timings are medians over repeats
 after warm-up. Example (the figures in the zoo issues' notes):
-    python scripts/bench_attention.py --lengths 1024 4096 --batch 2 --dim 64 --heads 4 --out results/attention_bench.csv
+    python scripts/bench_attention.py --lengths 1024 4096 --batch 2 --dim 64 --heads 4 \
+        --out results/cpu/attention_bench.csv
 """
 
 from __future__ import annotations

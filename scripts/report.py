@@ -1,46 +1,67 @@
-"""Regenerate the curated results in ``results/`` from the raw results store (run from the repository root):
+"""Tables and charts from run records and benchmark cells (run from the repository root).
 
-    python scripts/report.py                       # records in results/runs, benchmark cells in results/bench
-    python scripts/report.py --profile cpu --overlay-paper
+    python scripts/report.py                      # your results: $LRA_RESULTS_DIR (default results/runs) and
+                                                  # $LRA_BENCH_DIR (default results/bench) -> results/report/
+    python scripts/report.py --profile cpu --overlay-paper --out my_report
+    python scripts/report.py --curated cpu        # regenerate the committed results/cpu/ from its committed records
     python scripts/report.py --size popularity --popularity-csv my_counts.csv   # columns attention,value,source
 
 Writes into --out: table1.md / .csv (LRA Table 1), accuracy.png / .svg (per-task bars), table2_<mode>.md / .csv
 and scaling_<mode>.png / .svg (LRA Table 2), bubble.png / .svg / .csv (LRA Figure 3), and REPORT.md, which
 embeds them all and states the command that regenerates them. Missing inputs skip their part with a message.
+
+Curated results (what the README shows) live in ``results/<name>/`` beside their raw inputs ``runs/`` and
+``bench/``, marked by a ``CURATED`` file that holds the report options. Only ``--curated <name>`` writes there, and
+it reads nothing but the committed inputs, so every curated number regenerates from the repository; any other
+``--out`` that holds a ``CURATED`` file is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import matplotlib.pyplot as plt
 
-import matplotlib  # noqa: E402
+from lra_bench.paper import TASKS
+from lra_bench.reports.accuracy_plots import accuracy_plots
+from lra_bench.reports.bubble import SIZES, XS, bubble_chart, read_popularity
+from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
+from lra_bench.reports.table1 import load_runs, pick_profile, table1
+from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from lra_bench.reports.accuracy_plots import accuracy_plots  # noqa: E402
-from lra_bench.reports.bubble import SIZES, XS, bubble_chart, read_popularity  # noqa: E402
-from lra_bench.reports.efficiency import load_cells, scaling_plot, table2  # noqa: E402
-from lra_bench.reports.table1 import load_runs, pick_profile, table1  # noqa: E402
+CURATED = "CURATED"  # marker file of a curated results folder; its "options:" line holds the report options
+DEFAULT_OUT = Path("results/report")
 
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
+def curated_options(folder: Path) -> list[str]:
+    """The report options stored in ``folder/CURATED`` (its line ``options: ...``)."""
+    for line in (folder / CURATED).read_text().splitlines():
+        if line.startswith("options:"):
+            return shlex.split(line.removeprefix("options:"))
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
+    given = list(argv if argv is not None else sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs-dir", type=Path, default=Path("results/runs"), help="run records (default results/runs)")
-    ap.add_argument("--bench-dir", type=Path, default=Path("results/bench"),
-                    help="benchmark cells (default results/bench)")
-    ap.add_argument("--out", type=Path, default=Path("results"), help="where to write (default results)")
+    ap.add_argument("--runs-dir", type=Path, default=None,
+                    help="run records (default $LRA_RESULTS_DIR, else results/runs)")
+    ap.add_argument("--bench-dir", type=Path, default=None,
+                    help="benchmark cells (default $LRA_BENCH_DIR, else results/bench)")
+    ap.add_argument("--out", type=Path, default=None, help=f"where to write (default {DEFAULT_OUT})")
+    ap.add_argument("--curated", metavar="NAME", default=None,
+                    help="regenerate results/NAME/ from results/NAME/runs and results/NAME/bench with the options "
+                         f"in results/NAME/{CURATED} (with --out: write elsewhere, e.g. to compare)")
     ap.add_argument("--profile", default=None,
                     help="profile for Table 1, the accuracy plot and the chart (default: Table 1 shows every "
                          "profile; the plots use the one with the most results)")
@@ -50,14 +71,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overlay-paper", action="store_true", help="add the paper's own points as hollow circles")
     ap.add_argument("--x", choices=XS, default="examples_per_s", help="chart x axis (default examples_per_s)")
     ap.add_argument("--title", default=None, help="chart title (default says the device and profile)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--score-task", choices=TASKS, default=None,
+                    help="one task's accuracy as the chart's y (not the LRA average) and its Table 1 column beside "
+                         "the paper's with the difference per row and the rank agreement, e.g. a ListOps-only sweep")
+    args = ap.parse_args(given)
+    if args.curated is not None:
+        folder = Path("results") / args.curated
+        if not (folder / CURATED).is_file():
+            ap.error(f"{folder} is not a curated results folder (no {folder / CURATED}); the curated sets are: "
+                     + ", ".join(sorted(p.parent.name for p in Path("results").glob(f"*/{CURATED}"))))
+        if args.runs_dir or args.bench_dir:
+            ap.error("--curated reads only the committed results/NAME/runs and results/NAME/bench")
+        args = ap.parse_args([*curated_options(folder), *given])  # the stored options, then what was given
+        args.runs_dir, args.bench_dir = folder / "runs", folder / "bench"
+        args.out = args.out or folder
+        command = f"python scripts/report.py --curated {shlex.quote(args.curated)}"
+    else:
+        args.runs_dir = args.runs_dir or Path(os.environ.get("LRA_RESULTS_DIR") or "results/runs")
+        args.bench_dir = args.bench_dir or Path(os.environ.get("LRA_BENCH_DIR") or "results/bench")
+        args.out = args.out or DEFAULT_OUT
+        if (args.out / CURATED).exists():
+            ap.error(f"{args.out} holds curated results ({args.out / CURATED}); regenerate them with "
+                     f"`python scripts/report.py --curated {args.out.name}`, or write elsewhere with --out DIR")
+        command = " ".join(["python scripts/report.py", *(shlex.quote(str(a)) for a in given)])
     if args.size == "popularity":
         try:
             read_popularity(args.popularity_csv)
         except ValueError as e:
             ap.error(str(e))
-    given = argv if argv is not None else sys.argv[1:]
-    command = " ".join(["python scripts/report.py", *(shlex.quote(str(a)) for a in given)])
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -77,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
         (out / "table1.md").write_text(f"# LRA Table 1 on this hardware\n\nRegenerate: `{command}`\n\n{md1}\n")
         written += ["table1.md", "table1.csv"]
         sections.append(f"## Table 1: test accuracy\n\n{md1}")
+        if args.score_task:
+            tvp, md_tvp = task_vs_paper(t1, args.score_task, profile)
+            name = f"table1_{args.score_task}_vs_paper"
+            tvp.to_csv(out / f"{name}.csv", index=False)
+            (out / f"{name}.md").write_text(f"# {args.score_task} beside the paper\n\nRegenerate: `{command}`\n\n"
+                                            f"{md_tvp}")
+            written += [f"{name}.md", f"{name}.csv"]
+            sections.append(md_tvp)
         fig = accuracy_plots(runs, out / "accuracy.png", profile)
         plt.close(fig)
         written += ["accuracy.png", "accuracy.svg"]
@@ -101,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     # Figure 3
     if not t1.empty and not cells.empty:
         try:
-            fig = bubble_chart(t1, cells, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
-                               overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title)
+            scores = t1 if args.score_task is None else task_scores(t1, args.score_task, profile)
+            fig = bubble_chart(scores, cells, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
+                               overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
+                               score_task=args.score_task)
         except ValueError as e:
             skipped.append(f"bubble chart: {e}")
         else:
@@ -111,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
-            sections.insert(2,  # after Table 1 and the accuracy bars
+            sections.insert(3 if args.score_task else 2,  # after Table 1 and the accuracy bars
                             f"## Figure 3: score, speed and {args.size}\n\n![LRA bubble chart](bubble.png)\n\n"
                             f"{note}Plotted values: [bubble.csv](bubble.csv).\n")
     elif not cells.empty:
@@ -127,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     report += sections
     (out / "REPORT.md").write_text("\n".join(report) + "\n")
     written.append("REPORT.md")
-    print(f"wrote {', '.join(written)} into {out}; regenerate with: {command}")
+    print(f"wrote {', '.join(written)} into {out}; inputs: {args.runs_dir}, {args.bench_dir}; "
+          f"regenerate with: {command}")
     return 0
 
 

@@ -35,5 +35,6 @@ def shared_data(*parts: str) -> Path:
     """A path under ../shared/data, or skip the test when that folder is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"{path} not present (real-data tests need ../shared/data)")
+        pytest.skip(f"needs ../shared/data/{'/'.join(parts)} beside the repo (the project's shared data folder, "
+                    f"see its README.md); not found at {path}")
     return path

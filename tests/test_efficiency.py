@@ -14,6 +14,7 @@ from lra_bench import benchmark
 from lra_bench.benchmark import run_isolated, time_callable
 from lra_bench.efficiency import run_benchmark
 from lra_bench.measure import peak_memory_bytes, reset_peak_memory
+from lra_bench.records import checksum
 from lra_bench.reports.efficiency import fit_exponent, load_cells, scaling_plot, spearman, table2
 from tests.conftest import CONFIGS, compose_run
 
@@ -107,7 +108,7 @@ def fixture_cells(tmp_path):
                          "peak_delta_bytes": 1e3 * n**mem, "created_at": "2026-01-01T00:00:00"})
     rows[-1] = {**rows[-1], "status": "oom", "median_s": None, "peak_delta_bytes": None}
     for i, row in enumerate(rows):
-        (tmp_path / f"cell{i}.json").write_text(json.dumps(row))
+        (tmp_path / f"cell{i}.json").write_text(json.dumps({**row, "checksum": checksum(row)}))
     (tmp_path / "corrupt.json").write_text("{not json")
     return load_cells(tmp_path)
 

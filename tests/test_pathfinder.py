@@ -151,7 +151,9 @@ def test_markers_sit_on_the_ends_of_one_contour_exactly_when_the_label_is_1(diff
         assert start in [t.origin for t in d.targets] and end in [t.terminal for t in d.targets]
         assert all(len(t.paddles) == spec.contour_length for t in d.targets)
         assert all(len(s.paddles) == spec.distractor_length for s in d.distractors)
-        assert d.image[start] == 255 and d.image[end] == 255  # markers are the brightest objects
+        # markers are at full scale unless a contrast-2 distractor paddle outshines them: its Lanczos peak is
+        # at most 0.6, so the image maximum is at most 1.2 x a marker (as in the published data)
+        assert d.image[start] >= 255 / 1.2 - 0.5 and d.image[end] >= 255 / 1.2 - 0.5
         assert _connected(d, 32, spec.paddle_thickness / 2) == bool(d.label), (i, d.label)
         for snake in d.targets:  # continuity: consecutive paddles turn by at most 90 deg / continuity
             dirs = [math.atan2(b[0] - a[0], b[1] - a[1]) for a, b in (p.segment() for p in snake.paddles)]

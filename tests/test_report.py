@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from lra_bench import paper
+from lra_bench.records import checksum
 from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import MAX_AREA, bubble_chart, read_popularity
 from lra_bench.reports.efficiency import load_cells
@@ -62,8 +63,13 @@ def write(runs: Path, rec: dict, folder: str | None = None) -> Path:
     folder = folder or f"{rec['profile']}-seed{rec['seed']}-{rec['config_hash'][:10]}"
     d = runs / rec["task"] / rec["attention"] / folder
     d.mkdir(parents=True, exist_ok=True)
-    (d / "record.json").write_text(json.dumps(rec))
+    (d / "record.json").write_text(json.dumps(signed(rec)))
     return d / "record.json"
+
+
+def signed(result: dict) -> dict:
+    """``result`` with the checksum every result lra-bench writes carries (the readers reject one without)."""
+    return {**result, "checksum": checksum(result)}
 
 
 def make_store(root: Path) -> Path:
@@ -94,12 +100,12 @@ def make_store(root: Path) -> Path:
             if n == 4096:
                 cell = ({**cell, "status": "oom", "median_s": None, "peak_delta_bytes": None} if at4k is None
                         else {**cell, "median_s": at4k[0], "peak_delta_bytes": at4k[1]})
-            (bench / f"cell{i}.json").write_text(json.dumps(cell))
+            (bench / f"cell{i}.json").write_text(json.dumps(signed(cell)))
             i += 1
         attn_cell = {"attention": att, "task": "listops", "mode": "attention", "n": 4096, "batch": 4,
                      "device": "cpu-test", "profile": "cpu", "status": "ok", "median_s": 0.001,
                      "peak_delta_bytes": 10, "created_at": "2026-01-01T00:00:00"}
-        (bench / f"cell{i}.json").write_text(json.dumps(attn_cell))
+        (bench / f"cell{i}.json").write_text(json.dumps(signed(attn_cell)))
         i += 1
     return root
 
@@ -294,6 +300,34 @@ def test_report_script_end_to_end(store, tmp_path):
     assert "softmax" in (out / "table1.md").read_text()
     bubble = pd.read_csv(out / "bubble.csv")
     assert set(bubble.source) == {"ours", "paper"}
+
+
+def test_one_task_beside_the_paper_and_its_chart(store, tmp_path):
+    """The GPU ListOps path (issue 13): one task's column against the paper's, and a chart whose y is that task."""
+    out = tmp_path / "out"
+    res = run_report("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--overlay-paper",
+                     "--profile", "cpu", "--score-task", "listops")
+    assert res.returncode == 0, res.stderr
+    rows = pd.read_csv(out / "table1_listops_vs_paper.csv").set_index("attention")
+    ours = {a: sum(accs["listops"]) * 50 for a, accs in ACCS.items()}  # mean of the two seeds, in %
+    for att, mean in ours.items():
+        assert rows.loc[att, "ours_mean"] == pytest.approx(mean)
+        assert rows.loc[att, "paper"] == paper.TABLE1[att][0]
+        assert rows.loc[att, "diff"] == pytest.approx(mean - paper.TABLE1[att][0])
+    order = sorted(ours, key=ours.get)  # ranks: ours vs the paper's ListOps column
+    theirs = sorted(ours, key=lambda a: paper.TABLE1[a][0])
+    rho = 1 - 6 * sum((order.index(a) - theirs.index(a)) ** 2 for a in ours) / (5 * (25 - 1))
+    assert rows["rank_agreement"].iloc[0] == pytest.approx(rho)
+    md = (out / "table1_listops_vs_paper.md").read_text()
+    assert f"Spearman rank agreement over them: {rho:.2f}" in md and "+0.63" in md  # softmax 37.00 vs 36.37
+    assert "5 of its 11 rows have a result here (missing: bigbird, linformer, longformer, sinkhorn, strided, " \
+           "synthesizer)" in md
+    bubble = pd.read_csv(out / "bubble.csv")
+    mine = bubble[bubble.source == "ours"].set_index("attention")
+    assert mine.loc["softmax", "y"] == pytest.approx(ours["softmax"])
+    theirs_pts = bubble[bubble.source == "paper"].set_index("attention")
+    assert theirs_pts.loc["performer", "y"] == paper.TABLE1["performer"][0]
+    assert "ListOps test accuracy (%)" in (out / "bubble.svg").read_text()
 
 
 def test_report_script_with_nothing_to_report(tmp_path):

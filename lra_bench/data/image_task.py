@@ -47,6 +47,7 @@ from lra_bench.data.pixels import pool_pixels
 from lra_bench.data.task import Task
 from lra_bench.data.text_task import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
 from lra_bench.errors import ConfigError, DataError
+from lra_bench.progress import tracked
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def decode_images(table: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
         bad = sorted({repr(v) for v in labels.tolist() if not (isinstance(v, int) and 0 <= v <= 9)})[:5]
         raise DataError(f"{where}: column 'label' must hold class ids 0-9; found {bad}")
     rgb = np.empty((len(blobs), SIDE, SIDE, 3), dtype=np.uint8)
-    for row, blob in enumerate(blobs):
+    for row, blob in enumerate(tracked(blobs, len(blobs), f"decode {where}", "img")):
         name = f"{where}, row {row}" + (f" ({paths[row]})" if paths[row] else "")
         if blob is None:
             raise DataError(f"{name}: the image has no bytes; the copy is damaged: download it again")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from lra_bench.errors import DataError
+from lra_bench.progress import tracked
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def read_folder(folder: Path, resolution: int) -> PathfinderImages:
     labels = np.empty(len(records), np.int64)
     skipped: list[str] = []
     kept = 0
-    for rec in records:
+    for rec in tracked(records, len(records), f"read {folder.name}", "img"):
         try:
             data = rec.image.read_bytes()
         except OSError as e:

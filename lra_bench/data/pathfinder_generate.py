@@ -16,11 +16,14 @@ settings in ``RESOLUTION_PRESETS``. This module follows the same procedure, writ
 * ``num_distractor_snakes`` distractor snakes of ``distractor_length`` paddles are then added where there is
   room (each retried up to ``max_distractor_contour_retrial + 1`` times, skipped when it never fits, and no
   more once less than 1 % of the image is free);
-* two circular markers of ``marker_radius``: one on the start of a target snake, the other on the end of the
+* two disc markers of ``marker_radius``: one on the start of a target snake, the other on the end of the
   same snake (label 1, "connected") or of the other target snake (label 0);
-* paddles are drawn at ``antialias_scale`` times the resolution and averaged down (antialiasing); target
-  paddles have intensity ``paddle_contrast * snake_contrast``, distractors ``snake_contrast``, markers 1;
-  the image is rescaled so its maximum is 255 (as ``scipy.misc.imsave`` did).
+* rendering as published (``pathfinder_render``): each paddle is a PIL line drawn at ``antialias_scale`` times
+  the resolution in a small window and shrunk with Pillow's Lanczos filter (which leaves the faint halo of
+  1-16 grey levels around every stroke), its occupancy mask the same line dilated by ``margin * aa`` and
+  shrunk alike, each marker a disc on a full ``aa``-scale canvas shrunk alike; target paddles have intensity
+  ``paddle_contrast * snake_contrast``, distractors ``snake_contrast``, markers 1, composed with ``max``; the
+  image is rescaled to 0-255 (``scipy.misc.imsave``), so a bright distractor (up to 1.2) can outshine a marker.
 
 Output = the LRA release layout, so one reader reads both: ``<root>/<difficulty>/imgs/<batch>/sample_<i>.png``
 (8-bit grayscale) and ``<root>/<difficulty>/metadata/<batch>.npy``, a text file (despite the name) with one
@@ -30,10 +33,11 @@ line per image: ``imgs/<batch> sample_<i>.png <i> <label> <continuity> <contour_
 Differences from the published code (none changes what the task asks):
 * seeded (``numpy.random.default_rng([seed, batch])`` per batch; any worker count gives the same files);
 * labels are exactly balanced within a batch (a shuffled half/half list) instead of a coin flip per image;
-* paddles, footprints and markers are rendered from exact point-to-segment distances on a sub-pixel grid
-  and box-averaged, sub-pixel lines dimmed by ``THIN_LINE_GAIN`` (published: PIL lines resized with
-  Lanczos); every paddle shape is computed once and cached; composition is ``max`` at the output
-  resolution in both;
+* every paddle shape (image, mask) is rendered once per orientation and cached (published: per paddle);
+* at 32 pixels each distractor snake is attempted only with probability ``distractor_keep``
+  (``DISTRACTOR_KEEP_32``: 3/10, 2/6, 1/5 by difficulty), because the official 32-pixel sample shows about
+  3, 2 and 1 distractor snakes per image where the published code would place nearly all 10, 6 and 5; other
+  resolutions keep them all (``distractor_keep=1``);
 * the two target snakes never touch: each new paddle is also checked against the other snake's newest
   paddle, and the second seed against the first (published: the newest paddles are not yet in the occupancy
   map, so the two targets can touch, which makes a negative image look connected); and the end paddles of
@@ -52,7 +56,6 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,7 +64,9 @@ from typing import Any
 
 import numpy as np
 
+from lra_bench.data.pathfinder_render import bytescale, ceil_coord, marker_image, paddle_window, stamp_half
 from lra_bench.errors import ConfigError
+from lra_bench.progress import tracked
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +91,15 @@ RESOLUTION_PRESETS: dict[int, dict[str, Any]] = {
               paddle_contrast_list=(1.0,), distractor_budget=30),
 }
 
-GENERATOR_VERSION = 2  # bump when the output of a spec changes, so cached data is regenerated
+#: Share of the distractor snakes that the official 32-pixel sample shows (shared/data/pathfinder32, 400 images
+#: per difficulty). The published code places nearly all ``num_distractor_snakes`` (so does this module with
+#: ``distractor_keep=1``), but the sample's stroke-pixel counts match about 3, 2 and 1 distractor snakes per
+#: image (= 20 // contour_length), spread as widely as a binomial draw, so each distractor is kept with this
+#: probability. Measured, not derived: the cause in the run that produced the sample is not known.
+DISTRACTOR_KEEP_32: dict[str, float] = {"curv_baseline": 3 / 10, "curv_contour_length_9": 2 / 6,
+                                        "curv_contour_length_14": 1 / 5}
 
-#: Lines thinner than a pixel (LRA's 32 px setting: 0.5) are scaled by this gain. The published code's
-#: Lanczos-resized thin lines peak near 0.45 of full scale, so a distractor paddle (contrast 2) stays just below
-#: a marker (1.0): in the released-format sample (shared/data/pathfinder32) the brightest non-marker pixel is a
-#: median 92 % of the maximum. Box-averaged coverage peaks at 0.65, hence 0.7 (0.65 * 0.7 * 2 = 0.91).
-THIN_LINE_GAIN = 0.7
+GENERATOR_VERSION = 3  # bump when the output of a spec changes, so cached data is regenerated
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class PathfinderSpec:
     paddle_margin_list: tuple[int, ...] = (1,)
     max_paddle_retrial: int = 2
     max_distractor_contour_retrial: int = 4
+    distractor_keep: float = 1.0  # probability that each distractor snake is attempted (1 = the published code)
     max_target_retrial: int = 100_000  # attempts at the two target snakes (mean ~500 for 128 px, contour 14)
     difficulty: str = "curv_contour_length_14"
 
@@ -135,6 +143,12 @@ class PathfinderSpec:
         if not self.paddle_margin_list or min(self.paddle_margin_list) < 0:
             raise ConfigError(f"pathfinder generator: paddle_margin_list must be non-negative ints, "
                               f"got {self.paddle_margin_list}")
+        blown = self.paddle_thickness * self.antialias_scale  # the published draw_line_n_mask requires whole pixels
+        if abs(round(blown) - blown) > 1e-9:
+            raise ConfigError(f"pathfinder generator: paddle_thickness * antialias_scale must be a whole number of "
+                              f"pixels, got {self.paddle_thickness} * {self.antialias_scale}")
+        if not 0.0 <= self.distractor_keep <= 1.0:
+            raise ConfigError(f"pathfinder generator: distractor_keep must be in [0, 1], got {self.distractor_keep}")
         if not self.snake_contrast_list or not self.paddle_contrast_list:
             raise ConfigError("pathfinder generator: contrast lists must not be empty")
         if 4 * self.seed_distance >= self.window_size:
@@ -160,7 +174,8 @@ def spec_for(resolution: int, difficulty: str = "curv_contour_length_14", **over
     distractor_length = int(overrides.pop("distractor_length", contour_length // 3))
     values = dict(preset, window_size=resolution, contour_length=contour_length,
                   distractor_length=distractor_length,
-                  num_distractor_snakes=budget // max(distractor_length, 1), difficulty=difficulty)
+                  num_distractor_snakes=budget // max(distractor_length, 1), difficulty=difficulty,
+                  distractor_keep=DISTRACTOR_KEEP_32[difficulty] if resolution == 32 else 1.0)
     fixed = {"window_size": "task.resolution", "difficulty": "task.difficulty"}
     for key in set(overrides) & set(fixed):
         raise ConfigError(f"the generator option {key!r} is set by {fixed[key]}, not by task.generator")
@@ -179,36 +194,17 @@ def spec_for(resolution: int, difficulty: str = "curv_contour_length_14", **over
 # Integer pixel (y, x) has its centre at (y, x); sub-pixel j of aa has its centre at y - 0.5 + (j + 0.5) / aa.
 
 
-def _ceil(v: float) -> int:
-    return int(math.ceil(v - 1e-9))
-
-
 def _translate(p: tuple[int, int], angle: float, dist: float) -> tuple[int, int]:
     """The published ``translate_coord``: move by dist along angle (y = sin, x = cos), round up."""
-    return _ceil(p[0] + dist * math.sin(angle)), _ceil(p[1] + dist * math.cos(angle))
-
-
-def _segment_distance(py: np.ndarray, px: np.ndarray, a: tuple[float, float], b: tuple[float, float]) -> np.ndarray:
-    dy, dx = b[0] - a[0], b[1] - a[1]
-    length2 = dy * dy + dx * dx
-    t = np.clip(((py - a[0]) * dy + (px - a[1]) * dx) / max(length2, 1e-12), 0.0, 1.0)
-    return np.hypot(py - (a[0] + t * dy), px - (a[1] + t * dx))
-
-
-def _render(radius: int, aa: int, value_fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """Box-average over aa x aa sub-pixels of ``value_fn(y, x)`` (low-res units, relative to the centre)."""
-    n = 2 * radius + 1
-    sub = (np.arange(n * aa) + 0.5) / aa - 0.5 - radius  # sub-pixel centres
-    values = value_fn(sub[:, None], sub[None, :])
-    return values.reshape(n, aa, n, aa).mean(axis=(1, 3)).astype(np.float32)
+    return ceil_coord(p[0] + dist * math.sin(angle)), ceil_coord(p[1] + dist * math.cos(angle))
 
 
 @dataclass(frozen=True)
 class Stamp:
     """A paddle drawn relative to an anchor pixel: appearance and occupancy on a (2R+1)^2 window."""
 
-    image: np.ndarray  # (2R+1, 2R+1) float32 in [0, 1]: antialiased coverage of the paddle
-    mask: np.ndarray  # (2R+1, 2R+1) float32 in [0, 1]: coverage of the paddle dilated by the margin
+    image: np.ndarray  # (2R+1, 2R+1) float32 in [0, 1]: the Lanczos-rendered paddle at contrast 1
+    mask: np.ndarray  # (2R+1, 2R+1) float32 in [0, 1]: the Lanczos-rendered, margin-dilated paddle
     core: np.ndarray  # (k, 2) int offsets from the anchor where mask == 1 (the seed test)
     segment: tuple[tuple[float, float], tuple[float, float]]  # (start, end) relative to the anchor, in the
     # direction the snake grows
@@ -218,15 +214,21 @@ class Stamp:
         return self.image.shape[0] // 2
 
 
-def _make_stamp(a: tuple[float, float], b: tuple[float, float], thickness: float, margin: int, aa: int,
-                radius: int) -> Stamp:
-    half_hi = thickness * aa / 2  # half width in sub-pixels
-    image = _render(radius, aa, lambda y, x: np.clip(half_hi + 0.5 - _segment_distance(y, x, a, b) * aa, 0.0, 1.0))
-    if thickness < 1:  # sub-pixel lines: dim so the brightest paddle pixel stays below a marker (see THIN_LINE_GAIN)
-        image *= THIN_LINE_GAIN
-    mask = _render(radius, aa, lambda y, x: (_segment_distance(y, x, a, b) <= thickness / 2 + margin) * 1.0)
-    core = np.argwhere(mask >= 0.999) - radius
-    return Stamp(image, mask, core, (a, b))
+def _make_stamp(start: tuple[int, int], angle: float, segment: tuple[tuple[float, float], tuple[float, float]],
+                length: int, thickness: float, margin: int, aa: int, radius: int) -> Stamp:
+    """The published paddle window (drawn from ``start`` along ``angle``), placed in a (2R+1)^2 window."""
+    image, mask = paddle_window(angle, length, thickness, margin, aa)
+    half = image.shape[0] // 2
+    y0, x0 = radius + start[0] - half, radius + start[1] - half
+    if min(y0, x0) < 0 or max(y0, x0) + 2 * half >= 2 * radius + 1:
+        raise AssertionError(f"stamp radius {radius} too small for a paddle window at {start}")  # a layout bug
+    window = 2 * radius + 1
+    full_image = np.zeros((window, window), np.float32)
+    full_mask = np.zeros((window, window), np.float32)
+    full_image[y0 : y0 + 2 * half + 1, x0 : x0 + 2 * half + 1] = image
+    full_mask[y0 : y0 + 2 * half + 1, x0 : x0 + 2 * half + 1] = mask
+    core = np.argwhere(full_mask >= 0.999) - radius
+    return Stamp(full_image, full_mask, core, segment)
 
 
 class _Layout:
@@ -238,11 +240,12 @@ class _Layout:
 
     def __init__(self, n: int, length: int, thickness: float, margin: int, aa: int, marker_radius: float) -> None:
         self.n, self.length, self.thickness, self.margin, self.aa = n, length, thickness, margin, aa
+        self.marker_radius = marker_radius
         step = length + margin
-        self.seed_radius = int(math.ceil(length + thickness / 2 + margin + 1))
-        ext_radius = int(math.ceil(step + 1 + thickness / 2 + margin + 1))
-        self.marker_radius = int(math.ceil(marker_radius + 1))
-        self.pad = max(self.seed_radius, ext_radius, self.marker_radius) + 1
+        half = stamp_half(length, thickness, margin)
+        self.seed_radius = half  # a seed's window is centred on its tail, the anchor
+        ext_radius = step + half  # a later paddle's window is centred on its head, <= step from the pivot
+        self.pad = max(self.seed_radius, ext_radius) + 1
         self.width = n + 2 * self.pad
 
         # candidate heads around a pivot: one per pixel of arc (the published get_coords_cmf)
@@ -254,7 +257,8 @@ class _Layout:
         self.stamps = []
         for (hy, hx), o in zip(self.offsets.tolist(), self.angles.tolist(), strict=True):
             tail = (hy - length * math.sin(o), hx - length * math.cos(o))  # drawn from the head back by length
-            self.stamps.append(_make_stamp(tail, (float(hy), float(hx)), thickness, margin, aa, ext_radius))
+            self.stamps.append(_make_stamp((hy, hx), o + math.pi, (tail, (float(hy), float(hx))), length, thickness,
+                                           margin, aa, ext_radius))
         self.ext_radius = ext_radius
         self.heads = self.offsets.tolist()
 
@@ -277,8 +281,6 @@ class _Layout:
         self._turn_cache: dict[tuple[float, float], np.ndarray] = {}
         self._seed_stamps: dict[int, Stamp] = {}
         self._free_first: dict[tuple[int, int, int], np.ndarray] = {}
-        self.marker = _render(self.marker_radius, aa, lambda y, x: np.clip(
-            marker_radius * aa + 0.5 - np.hypot(y, x) * aa, 0.0, 1.0))
 
     def turn_weights(self, angle: float, continuity: float) -> np.ndarray:
         key = (round(angle, 9), continuity)
@@ -295,7 +297,8 @@ class _Layout:
         if s is None:
             a = math.radians(degrees)
             end = (self.length * math.sin(a), self.length * math.cos(a))
-            s = _make_stamp((0.0, 0.0), end, self.thickness, self.margin, self.aa, self.seed_radius)
+            s = _make_stamp((0, 0), a, ((0.0, 0.0), end), self.length, self.thickness, self.margin, self.aa,
+                            self.seed_radius)
             self._seed_stamps[degrees] = s
         return s
 
@@ -545,6 +548,8 @@ def draw(spec: PathfinderSpec, label: int, rng: np.random.Generator) -> Drawing:
                            f"the settings leave no room ({spec})")
     distractors = []
     for _ in range(spec.num_distractor_snakes):
+        if spec.distractor_keep < 1.0 and rng.random() >= spec.distractor_keep:
+            continue
         for _ in range(spec.max_distractor_contour_retrial + 1):
             snake = canvas.distractor(spec.distractor_length)
             if snake is not None:
@@ -562,13 +567,10 @@ def draw(spec: PathfinderSpec, label: int, rng: np.random.Generator) -> Drawing:
             y, x = paddle.anchor[0] + p - r, paddle.anchor[1] + p - r
             view = full[y : y + 2 * r + 1, x : x + 2 * r + 1]
             np.maximum(view, paddle.stamp.image * paddle.contrast, out=view)
-    r = lay.marker_radius
-    for my, mx in markers:
-        view = full[my + p - r : my + p + r + 1, mx + p - r : mx + p + r + 1]
-        np.maximum(view, lay.marker, out=view)
     image = full[p : p + n, p : p + n]
-    out = np.clip(image * (255.0 / float(image.max())) + 0.5, 0, 255).astype(np.uint8)
-    return Drawing(out, label, margin, targets, distractors, markers)
+    for marker in markers:
+        np.maximum(image, marker_image(n, marker, spec.marker_radius, spec.antialias_scale), out=image)
+    return Drawing(bytescale(image), label, margin, targets, distractors, markers)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -643,12 +645,13 @@ def generate(spec: PathfinderSpec, root: Path, num_images: int, seed: int = 0, i
         log.info("generating %d Pathfinder images (%d batches, %s, %dx%d) into %s", sum(t[3] for t in todo),
                  len(todo), spec.difficulty, spec.window_size, spec.window_size, Path(root) / spec.difficulty)
     workers = workers or os.cpu_count() or 1
+    desc = f"generate {spec.difficulty} ({sum(t[3] for t in todo):,} images)"
     if workers > 1 and len(todo) > 1:
         # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-            list(pool.map(_generate_batch_star, todo))
+            list(tracked(pool.map(_generate_batch_star, todo), len(todo), desc, "batch"))
     else:
-        for args in todo:
+        for args in tracked(todo, len(todo), desc, "batch"):
             generate_batch(*args)
     return [Path(root) / spec.difficulty / "metadata" / f"{b}.npy" for b in range(len(sizes))]

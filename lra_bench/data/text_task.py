@@ -22,6 +22,7 @@ The shared helpers for the Hugging Face Parquet layout (``find_hf_parquet``, ``r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ import numpy as np
 from lra_bench.config import positive
 from lra_bench.data import bytes as byte_tokens
 from lra_bench.data.cache import CachedSplits, file_sha256, load_or_build, stable_hash
+from lra_bench.data.hub_access import hub_endpoint, hub_unreachable, offline_mode, offline_requested
 from lra_bench.data.task import Task
 from lra_bench.errors import ConfigError, DataError
 
@@ -95,18 +97,27 @@ def read_parquet(shards: Sequence[Path], columns: Sequence[str]) -> Any:
 def load_hub(dataset: str, splits: Sequence[str], columns: Sequence[str], files_hint: str) -> dict[str, Any]:
     """``datasets.load_dataset(dataset)`` -> {split: pyarrow.Table with ``columns``}.
 
-    Offline (no network, or ``HF_HUB_OFFLINE=1`` with nothing cached) ``datasets`` raises ConnectionError;
-    that and any other download failure become a DataError naming the dataset, its URL and ``files_hint``.
+    The Hub is probed once first: when it does not answer, only the local Hugging Face cache is read (as with
+    ``HF_HUB_OFFLINE=1``), so an offline machine fails in seconds instead of after ``datasets``' retries.
+    Offline with nothing cached ``datasets`` raises ConnectionError; that and any other download failure
+    become a DataError naming the dataset, its URL and ``files_hint``.
     """
     import datasets
 
+    local = Path(dataset).expanduser().is_dir()  # datasets reads a local copy without the Hub
+    why = None if offline_requested() or local else hub_unreachable(hub_endpoint())
+    if why is not None:
+        log.warning("the Hugging Face Hub (%s) is unreachable (%s): looking for %s in the local Hugging Face "
+                    "cache only, as with HF_HUB_OFFLINE=1", hub_endpoint(), why, dataset)
     try:
-        ds = datasets.load_dataset(dataset)
+        with offline_mode() if why is not None else contextlib.nullcontext():
+            ds = datasets.load_dataset(dataset)
     except (ConnectionError, OSError, datasets.exceptions.DatasetNotFoundError) as e:
-        raise DataError(
-            f"could not load the Hugging Face dataset {dataset} ({hub_url(dataset)}): {type(e).__name__}: {e}. "
-            f"Without network access, {files_hint}"
-        ) from e
+        cause = f"{type(e).__name__}: {e}" if why is None else (
+            f"the Hub at {hub_endpoint()} is unreachable ({why}) and the dataset is not in the local Hugging Face "
+            "cache")
+        raise DataError(f"could not load the Hugging Face dataset {dataset} ({hub_url(dataset)}): {cause}. "
+                        f"Without network access, {files_hint}") from e
     missing_splits = [s for s in splits if s not in ds]
     if missing_splits:
         raise DataError(f"the Hugging Face dataset {dataset} has splits {list(ds)}, not {missing_splits[0]!r}")

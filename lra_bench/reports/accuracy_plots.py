@@ -58,7 +58,7 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
             if accs:
                 ax.plot([i] * len(accs), accs, "o", color="black", ms=3, zorder=4)
             elif tc.loc[a, "failures"]:
-                text = "/".join(FAIL_LABELS[s] for s in ("oom", "diverged", "failed") if s in tc.loc[a, "failures"])
+                text = "/".join(FAIL_LABELS[s] for s in FAIL_LABELS if s in tc.loc[a, "failures"])
                 ax.text(i, 1, text, ha="center", va="bottom", rotation=90, fontsize=8, color="firebrick")
             ref = paper.TABLE1.get(a)
             if paper_marks and ref and task in paper.TASKS:

@@ -29,7 +29,7 @@ import pandas as pd  # noqa: E402
 
 from lra_bench import paper  # noqa: E402
 from lra_bench.reports.efficiency import with_ratios  # noqa: E402
-from lra_bench.reports.table1 import attention_color, attention_order, lra_scores  # noqa: E402
+from lra_bench.reports.table1 import TASK_LABELS, attention_color, attention_order, lra_scores  # noqa: E402
 
 SIZES = ("memory", "params", "popularity")
 XS = ("examples_per_s", "speed_vs_softmax")
@@ -221,12 +221,13 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     return pd.DataFrame(rows, columns=["attention", "x", "y", "n_tasks", "size_value"]), omitted, meta
 
 
-def paper_points(x: str = "examples_per_s") -> pd.DataFrame:
-    """The paper's Figure 3 points: x from Table 2 at 4K, y = Table 1 average, size = 4K memory (GB)."""
+def paper_points(x: str = "examples_per_s", score_task: str | None = None) -> pd.DataFrame:
+    """The paper's Figure 3 points: x from Table 2 at 4K, y = Table 1 average (or its ``score_task`` column),
+    size = 4K memory (GB)."""
     base = paper.TABLE2_STEPS["softmax"][-1]
     rows = []
     for att in paper.TABLE2_STEPS:
-        y = paper.paper_lra_score(att)
+        y = paper.paper_lra_score(att) if score_task is None else paper.paper_task_score(att, score_task)
         ex = paper.paper_examples_per_s_4k(att)
         if y is None or ex is None:
             continue
@@ -236,25 +237,30 @@ def paper_points(x: str = "examples_per_s") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _title(meta: dict, device: str | None) -> str:
+def _title(meta: dict, device: str | None, score_task: str | None = None) -> str:
     device = device or str(meta.get("device", ""))
     scale = "CPU-scale" if "cpu" in device.lower() else "GPU-scale" if device else ""
     where = f"{scale} reproduction on {device}" if device else "reproduction"
     prof = f", profile {meta['scores_profile']}" if meta.get("scores_profile") else ""
-    return f"LRA Figure 3, {where}{prof}"
+    what = f" with {TASK_LABELS[score_task]} accuracy" if score_task else ""
+    return f"LRA Figure 3{what}, {where}{prof}"
 
 
 def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
                  popularity_csv: Path | str | None = None, overlay_paper: bool = False, x: str = "examples_per_s",
                  profile: str | None = None, title: str | None = None, device: str | None = None,
-                 xscale: str = "auto"):
+                 xscale: str = "auto", score_task: str | None = None):
     """Draw the bubble chart; save ``path`` (PNG) and the SVG beside it when ``path`` is given.
 
     ``scores``: a Table 1 frame (:func:`lra_bench.reports.table1.table1`), a frame with attention, score
     [, n_tasks, params], or a Series/dict attention -> score. ``efficiency``: benchmark cells
-    (:func:`lra_bench.reports.efficiency.load_cells`). Raises ValueError when nothing can be plotted.
+    (:func:`lra_bench.reports.efficiency.load_cells`). ``score_task``: the scores are that one task's test
+    accuracy (:func:`lra_bench.reports.task_vs_paper.task_scores`), not an LRA average; the axis and the paper's
+    overlaid points say so. Raises ValueError when nothing can be plotted.
     """
     data, omitted, meta = bubble_data(scores, efficiency, size, popularity_csv, x, profile)
+    if score_task is not None:
+        data["n_tasks"] = 5  # one task's accuracy: no "[k/5] tasks present" marks
     if data.empty:
         why = "; ".join(f"{a}: {r}" for a, r in omitted.items()) or "no scores"
         raise ValueError(f"no attention has both an LRA score and an ok benchmark cell ({why})")
@@ -273,7 +279,7 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
                "text": r.attention + (f" [{r.n_tasks}/5]" if r.n_tasks < 5 else "")} for r in data.itertuples()]
     frames = [data]
     if overlay_paper:
-        pp = paper_points(x)
+        pp = paper_points(x, score_task)
         pp["area"] = pp["size_value"] * (MAX_AREA / pp["size_value"].max())
         pp["source"] = "paper"
         theirs = ax.scatter(pp["x"], pp["y"], s=pp["area"], facecolors="none",
@@ -302,12 +308,14 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         ax.set_xlabel(f"Speed (examples per sec) = steps/s x batch {batch} at N={n}")
     else:
         ax.set_xlabel(f"Speed relative to softmax at N={n} (steps/s ratio)")
-    if partial.any():
+    if score_task is not None:
+        ax.set_ylabel(f"{TASK_LABELS[score_task]} test accuracy (%)\n(this one task only, not an LRA average)")
+    elif partial.any():
         ax.set_ylabel("LRA score (%): mean test acc. over the 5 tasks;\n[k/5] = mean over the k tasks present only")
     else:
         ax.set_ylabel("LRA score (%): mean test accuracy over the 5 tasks")
     ax.grid(True, alpha=0.3)
-    fig.suptitle(title or _title(meta, device), fontsize=12)
+    fig.suptitle(title or _title(meta, device, score_task), fontsize=12)
     task = f"task {meta['task']}, " if meta.get("task") else ""
     ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}, bench profile "
                  f"{meta['profile']}, batch {batch}, N={n})", fontsize=8.5)

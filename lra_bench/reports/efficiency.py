@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lra_bench import paper  # noqa: E402
+from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise  # noqa: E402
 from lra_bench.reports.store import flatten, read_json_tree  # noqa: E402
 
 GROUP = ["device", "profile", "batch", "mode"]
@@ -68,15 +69,15 @@ def spearman(a: pd.Series, b: pd.Series) -> float:
     return float(np.corrcoef(ranks.iloc[:, 0], ranks.iloc[:, 1])[0, 1])
 
 
-def cell_text(row: pd.Series, value: str, ratio: str, fmt: str) -> str:
+def cell_text(row: pd.Series, value: str, ratio: str, fmt: str, noisy: bool = False) -> str:
     if row["status"] != "ok":
         return str(row["status"]).upper()
-    return f"{row[value]:{fmt}} ({row[ratio]:.2f}x)"
+    return f"{row[value]:{fmt}} ({row[ratio]:.2f}x)" + (f" {MARK}" if noisy else "")
 
 
 def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
     """Table 2 layout for one mode: steps/s and memory per length, ratios, exponents, paper columns."""
-    sub = with_ratios(df[df["mode"] == mode])
+    sub = with_noise(with_ratios(df[df["mode"] == mode]))
     if sub.empty:
         return pd.DataFrame(), f"(no {mode} cells)"
     exps = exponents(sub).set_index(["attention", *GROUP])
@@ -88,7 +89,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         for attention, a in g.sort_values("n").groupby("attention"):
             row = {"attention": attention}
             for _, r in a.iterrows():
-                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", "speed_vs_softmax", ".3g")
+                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", "speed_vs_softmax", ".3g", bool(r.noisy))
             for _, r in a.iterrows():
                 mib = r.copy()
                 mib["memory_mib"] = r["memory_bytes"] / 2**20 if r["status"] == "ok" else np.nan
@@ -96,6 +97,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
             e = exps.loc[(attention, *keys)]
             row["time exp."] = round(e.time_exponent, 2)
             row["mem. exp."] = round(e.memory_exponent, 2)
+            row["noisy timings at N"] = ", ".join(str(n) for n in a.n[a.noisy])  # IQR > NOISY_IQR x median
             steps = paper.TABLE2_STEPS.get(attention)
             base4k = paper.TABLE2_STEPS["softmax"][-1]
             row["paper steps/s 4K"] = f"{steps[-1]} ({steps[-1] / base4k:.1f}x)" if steps else ""
@@ -108,28 +110,36 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         theirs = pd.Series({k: v[-1] for k, v in paper.TABLE2_STEPS.items()})
         rho = spearman(ours, theirs)
         t = t.drop(columns="_ours_longest").assign(**setting)
-        blocks.append((setting, longest, rho, t))
+        blocks.append((setting, longest, rho, t, noise_note(g)))
     md = []
-    for setting, longest, rho, t in blocks:
+    for setting, longest, rho, t, note in blocks:
         md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`, batch "
                   f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
                   f"inputs during a training step; (x) = ratio to softmax at the same length. Spearman rank "
                   f"agreement of steps/s at N={longest} with the paper's 4K column: {rho:.2f}.\n")
-        md.append(t.drop(columns=GROUP).to_markdown(index=False))
+        shown = t.drop(columns=[*GROUP, "noisy timings at N"]).astype({"time exp.": object})
+        shown.loc[t["noisy timings at N"] != "", "time exp."] = [
+            f"{v} {MARK}" for v in shown.loc[t["noisy timings at N"] != "", "time exp."]]
+        md.append(shown.to_markdown(index=False))
         md.append("")
+        if note:
+            md.append(note)
     return pd.concat([b[3] for b in blocks], ignore_index=True), "\n".join(md)
 
 
 def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
     """Log-log time and memory against N per variant, fitted exponent in the legend; PNG (and SVG beside it)."""
-    sub = df[(df["mode"] == mode) & (df.status == "ok")]
+    sub = with_noise(df[(df["mode"] == mode) & (df.status == "ok")])
     exps = exponents(sub).groupby("attention").first()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
     cmap = plt.get_cmap("tab20")
     for i, (attention, g) in enumerate(sorted(sub.groupby("attention"), key=lambda kv: kv[0])):
         g = g.sort_values("n")
         style = dict(marker="o", color=cmap(i % 20), lw=2.5 if attention == "softmax" else 1.2)
-        axes[0].plot(g.n, g.median_s, label=f"{attention} ({exps.loc[attention].time_exponent:.2f})", **style)
+        flag = f" {MARK} noisy" if g.noisy.any() else ""
+        axes[0].plot(g.n, g.median_s, label=f"{attention} ({exps.loc[attention].time_exponent:.2f}{flag})", **style)
+        axes[0].scatter(g.n[g.noisy], g.median_s[g.noisy], s=160, facecolors="none", edgecolors="red",
+                        linewidths=1.5, zorder=5)
         axes[1].plot(g.n, g.memory_bytes / 2**20, label=f"{attention} ({exps.loc[attention].memory_exponent:.2f})",
                      **style)
     for ax, ylabel in zip(axes, ["median step time (s)", "peak memory growth (MiB)"], strict=True):
@@ -143,7 +153,11 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
     setting = f", {first.device}, batch {first.batch}" if first is not None else ""
     title = f"Cost against length ({mode} mode{setting})"
     fig.suptitle(title)
-    fig.tight_layout()
+    noisy = sub[sub.noisy]
+    if not noisy.empty:
+        fig.text(0.01, 0.01, f"{MARK} red rings: noisy timings (interquartile range > {NOISY_IQR:.0%} of the median); "
+                 f"their exponents are unreliable. Re-run them:\n{rerun_command(noisy)}", fontsize=7, color="red")
+    fig.tight_layout(rect=(0, 0.05 if not noisy.empty else 0, 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

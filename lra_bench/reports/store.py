@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import pandas as pd
 
-from lra_bench.records import verify
+from lra_bench.records import ATTEMPTS, load_verified
 
 log = logging.getLogger(__name__)
 
 
 def read_json_tree(root: Path, pattern: str = "*.json") -> tuple[list[dict], list[str]]:
-    """Every parseable JSON object under ``root`` (temporary ``.*.tmp`` files never match), and the skipped paths."""
+    """Every verified result under ``root`` (``records.load_verified``: the runner's rule) and the skipped paths;
+    temporary ``.*.tmp`` files and anything under a run's ``attempts/`` never match."""
     rows, skipped = [], []
     for path in sorted(Path(root).rglob(pattern)):
-        if path.name.startswith("."):
+        if path.name.startswith(".") or ATTEMPTS in path.relative_to(root).parts[:-1]:
             continue
         try:
-            row = json.loads(path.read_text())
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-            if "checksum" in row and not verify(row):
-                raise ValueError("checksum mismatch (truncated, corrupt or edited by hand)")
+            row = load_verified(path)
         except (OSError, ValueError) as e:
             log.warning("skipping unreadable result %s: %s", path, e)
             skipped.append(str(path))

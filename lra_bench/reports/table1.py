@@ -8,7 +8,7 @@ Rules, stated once:
 * Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
 * A cell is (profile, attention, task). Within a cell, one record per seed counts: the latest one.
   Its value is the mean ± sample std (ddof 1) of the ok runs' test accuracy over seeds. A cell with no ok run
-  but a failed / OOM / diverged one reads FAIL / OOM / DIV; a cell never run is blank.
+  but a failed / OOM / killed / diverged one reads FAIL / OOM / KILL / DIV; a cell never run is blank.
 * "LRA avg (5)" is the mean of the 5 task means (ListOps, Text, Retrieval, Image, Pathfinder), as the paper;
   when some of the 5 are missing it is the mean over those present, marked "partial (k/5 tasks)".
 * "avg (6, Path-X FAIL=50)" is the convention of later papers (S4 ...): the 5 task means plus Path-X, with a
@@ -36,7 +36,7 @@ TASKS5 = paper.TASKS  # listops, text, retrieval, image, pathfinder
 TASKS = (*TASKS5, "pathx")
 TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
                "pathfinder": "Pathfinder", "pathx": "Path-X"}
-FAIL_LABELS = {"oom": "OOM", "diverged": "DIV", "failed": "FAIL"}
+FAIL_LABELS = {"oom": "OOM", "killed": "KILL", "diverged": "DIV", "failed": "FAIL"}
 AVG5 = "LRA avg (5)"
 AVG6 = "avg (6, Path-X FAIL=50)"
 PAPER_AVG = "paper avg (5)"
@@ -179,7 +179,7 @@ def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
         ok = g[(g.status == "ok") & g.test_acc.notna()]
         accs = (ok.test_acc * 100.0).tolist()
         bad = g[~g.index.isin(ok.index)]
-        failures = {s: int((bad.status == s).sum()) for s in ("oom", "diverged", "failed") if (bad.status == s).any()}
+        failures = {s: int((bad.status == s).sum()) for s in FAIL_LABELS if (bad.status == s).any()}
         if (bad.status == "ok").any():  # ok but no test accuracy: counted as a failure
             failures["failed"] = failures.get("failed", 0) + int((bad.status == "ok").sum())
         n = len(accs)
@@ -194,7 +194,7 @@ def cell_text(mean: float, std: float, n: int, failures: dict[str, int]) -> str:
     if n == 0:
         if not failures:
             return ""
-        return "/".join(FAIL_LABELS[s] for s in ("oom", "diverged", "failed") if s in failures)
+        return "/".join(FAIL_LABELS[s] for s in FAIL_LABELS if s in failures)
     seeds = f"{n} seed" + ("s" if n > 1 else "")
     extra = "".join(f"; {k} {FAIL_LABELS[s]}" for s, k in failures.items())
     value = f"{mean:.2f} ± {std:.2f}" if n > 1 else f"{mean:.2f}"
@@ -265,7 +265,8 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
     table = pd.DataFrame(rows)
     display = ["attention", *(TASK_LABELS[t] for t in TASKS), AVG5, AVG6] + ([PAPER_AVG] if paper_columns else [])
     md = ["Test accuracy (%) of the best-validation weights on the full test set, mean ± std over seeds "
-          "(n seeds); FAIL / OOM / DIV = no successful run, only failed / out-of-memory / diverged ones; blank = "
+          "(n seeds); FAIL / OOM / KILL / DIV = no successful run, only failed / out-of-memory / SIGKILLed / diverged "
+          "ones; blank = "
           f"never run; synthetic-data runs never count. {AVG5}: mean of the 5 task means as the paper (Path-X "
           f"excluded), or the mean over the tasks present, marked partial. {AVG6}: the 6-task convention of "
           "later papers (S4 ...), Path-X FAIL (or, marked *, not run) counted as 50.\n"]

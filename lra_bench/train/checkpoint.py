@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lra_bench.atomic import disk_full_error
 from lra_bench.records import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,10 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
             os.replace(directory / f".{PREVIOUS}.json.tmp", directory / f"{PREVIOUS}.json")
         os.replace(tmp_path, current)
         write_json_atomic(directory / f"{CURRENT}.json", meta)
-    except BaseException:
+    except BaseException as e:
         tmp_path.unlink(missing_ok=True)
+        if isinstance(e, OSError | RuntimeError) and (full := disk_full_error(directory, "a checkpoint", e)):
+            raise full from e  # torch.save reports a full disk as "RuntimeError: ... unexpected pos"
         raise
     return directory / f"{CURRENT}.pt"
 

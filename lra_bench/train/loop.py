@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from lra_bench.data.batches import eval_batches, train_batches
 from lra_bench.measure import StepTimer, peak_memory_bytes, reset_peak_memory
+from lra_bench.progress import TRAIN_FORMAT, live_bar
 from lra_bench.train import checkpoint
 from lra_bench.train.schedules import lr_factor
 from lra_bench.train.settings import TrainerSettings
@@ -79,10 +79,15 @@ def make_optimizer(
 
 
 class Preempted(Exception):
-    """Training stopped on request (SIGTERM / SIGUSR2) after writing a checkpoint; rerun to resume."""
+    """The run stopped on request (SIGTERM / SIGUSR2): in training after writing a checkpoint (``step``), or
+    outside it (``where``: data preparation, final evaluation) with nothing to save; rerun to resume."""
 
-    def __init__(self, step: int) -> None:
-        super().__init__(f"preempted at step {step}; checkpoint written, rerun the same command to resume")
+    def __init__(self, step: int | None, where: str = "") -> None:
+        if step is not None:
+            msg = f"preempted at step {step}; checkpoint written, rerun the same command to resume"
+        else:
+            msg = f"preempted during {where}; rerun the same command to resume (finished training is checkpointed)"
+        super().__init__(msg)
         self.step = step
 
 
@@ -165,62 +170,64 @@ def train(
     batches = train_batches(train_x, train_y, s.batch_size, seed, start_step=start)
     model.train()
     memory_reset = reset_peak_memory(device)
-    bar = tqdm(total=s.max_steps, initial=start, desc="train", disable=None, dynamic_ncols=True)
-    for step in range(start + 1, s.max_steps + 1):
-        timer.start()
-        x, y = shard.take(*next(batches))
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with autocast(device, s.precision):
-            logits = model(x)
-            loss = loss_fn(logits.float(), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if s.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        for module in hooks:
-            module.on_train_step(step)
-        timer.stop()
+    with live_bar(s.max_steps, "train", " steps", initial=start, show=shard.rank == 0,
+                  bar_format=TRAIN_FORMAT) as bar:
+        for step in range(start + 1, s.max_steps + 1):
+            timer.start()
+            x, y = shard.take(*next(batches))
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with autocast(device, s.precision):
+                logits = model(x)
+                loss = loss_fn(logits.float(), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if s.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            for module in hooks:
+                module.on_train_step(step)
+            timer.stop()
 
-        loss_value = float(loss.detach())
-        if not np.isfinite(loss_value):
-            bar.close()
-            raise Diverged(step, loss_value)
-        running["loss"] += loss_value * len(y)
-        running["correct"] += int((logits.detach().argmax(-1) == y).sum())
-        running["seen"] += len(y)
-        bar.update(1)
-        if step % s.log_every == 0 or step == s.max_steps:
-            metrics = {"train/loss": running["loss"] / running["seen"],
-                       "train/acc": running["correct"] / running["seen"], "train/lr": scheduler.get_last_lr()[0]}
-            sps = timer.steps_per_second()
-            if sps:
-                metrics["train/steps_per_s"] = sps
-            bar.set_postfix(loss=f"{metrics['train/loss']:.3f}", acc=f"{metrics['train/acc']:.3f}",
-                            steps_s=f"{sps or 0:.2f}")
-            log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s", step, metrics["train/loss"],
-                     metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a")
-            on_metrics(metrics, step)
-            running = {"loss": 0.0, "correct": 0, "seen": 0}
-        if step % s.eval_every == 0 or step == s.max_steps:
-            val_acc = evaluate(core, *data["val"], s, device)
-            evals.append({"step": step, "val_acc": val_acc})
-            on_metrics({"val/acc": val_acc}, step)
-            log.info("step %d val acc %.4f (best %.4f)", step, val_acc, max(best_acc, val_acc))
-            if val_acc > best_acc:  # strictly better: the earliest best is kept
-                best_acc, best_step = val_acc, step
-                best_state = {k: v.detach().clone() for k, v in core.state_dict().items()}
-        saved = False
-        if ckpt.every and step % ckpt.every == 0 and step < s.max_steps:
-            save_checkpoint(step)
-            saved = True
-        if ckpt.stop_requested():
-            if not saved:
+            loss_value = float(loss.detach())
+            if not np.isfinite(loss_value):
+                raise Diverged(step, loss_value)
+            running["loss"] += loss_value * len(y)
+            running["correct"] += int((logits.detach().argmax(-1) == y).sum())
+            running["seen"] += len(y)
+            bar.update(1)
+            if not bar.disable:  # the averages since the last log line (display only)
+                bar.set_postfix_str(f"loss {running['loss'] / running['seen']:.3f}, "
+                                    f"acc {running['correct'] / running['seen']:.3f}", refresh=False)
+            if step % s.log_every == 0 or step == s.max_steps:
+                metrics = {"train/loss": running["loss"] / running["seen"],
+                           "train/acc": running["correct"] / running["seen"],
+                           "train/lr": scheduler.get_last_lr()[0]}
+                sps = timer.steps_per_second()
+                if sps:
+                    metrics["train/steps_per_s"] = sps
+                log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s", step, metrics["train/loss"],
+                         metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a")
+                on_metrics(metrics, step)
+                running = {"loss": 0.0, "correct": 0, "seen": 0}
+            if step % s.eval_every == 0 or step == s.max_steps:
+                val_acc = evaluate(core, *data["val"], s, device)
+                evals.append({"step": step, "val_acc": val_acc})
+                on_metrics({"val/acc": val_acc}, step)
+                log.info("step %d val acc %.4f (best %.4f)", step, val_acc, max(best_acc, val_acc))
+                if val_acc > best_acc:  # strictly better: the earliest best is kept
+                    best_acc, best_step = val_acc, step
+                    best_state = {k: v.detach().clone() for k, v in core.state_dict().items()}
+            saved = False
+            if ckpt.every and step % ckpt.every == 0 and step < s.max_steps:
                 save_checkpoint(step)
-            bar.close()
-            raise Preempted(step)
-    bar.close()
+                saved = True
+            if ckpt.stop_requested():
+                if not saved:
+                    save_checkpoint(step)
+                raise Preempted(step)
+    if start < s.max_steps:  # the finished state: a preemption during the final evaluation resumes from here
+        save_checkpoint(s.max_steps)
     peak = max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None)
     assert best_state is not None
     core.load_state_dict(best_state)

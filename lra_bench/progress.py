@@ -1,0 +1,81 @@
+"""Live progress bars (tqdm) for a person at a terminal, and nowhere else.
+
+A bar is drawn only when stderr is a terminal and the process is not a sweep job (Hydra multirun: every
+job runs in its own child process, marked by ``SWEEP_JOB_ENV``, see run.py) nor a DDP rank other than 0;
+logs, pipes, SLURM and CI get the periodic log lines only. ``LRA_PROGRESS=1`` forces bars on,
+``LRA_PROGRESS=0`` off. While a bar is shown, log lines are printed above it. Bars only display: nothing
+measured or recorded depends on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import IO, TypeVar
+
+from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from lra_bench.errors import ConfigError
+
+SWEEP_JOB_ENV = "LRA_BENCH_JOB_CHILD"  # set by run.py in the process of every multirun job
+PROGRESS_ENV = "LRA_PROGRESS"
+ON, OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+FALLBACK_SIZE = (100, 24)  # columns, rows
+TRAIN_FORMAT = "{desc} {percentage:3.0f}%|{bar}| step {n_fmt}/{total_fmt} | {rate_fmt} | ETA {remaining}{postfix}"
+
+T = TypeVar("T")
+
+
+def bars_enabled(stream: IO[str] | None = None) -> bool:
+    """Whether to draw bars: ``LRA_PROGRESS`` if set, else on when ``stream`` (stderr) is a terminal and
+    this process is not a sweep job."""
+    setting = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    if setting in ON:
+        return True
+    if setting in OFF:
+        return False
+    if setting:
+        raise ConfigError(f"{PROGRESS_ENV}={setting!r}: use {PROGRESS_ENV}=1 (bars on), {PROGRESS_ENV}=0 (off), "
+                          "or leave it unset (on at a terminal, off in logs and sweeps)")
+    if os.environ.get(SWEEP_JOB_ENV) or os.environ.get("RANK", "0") != "0":  # a sweep job, or not DDP's rank 0
+        return False
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+def terminal_columns(stream: IO[str]) -> int:
+    """The width of the terminal behind ``stream``; 0 when unknown."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+@contextlib.contextmanager
+def live_bar(total: int | None, desc: str, unit: str, initial: int = 0, show: bool = True,
+             bar_format: str | None = None) -> Iterator[tqdm]:
+    """A tqdm bar on stderr (a disabled one when bars are off or ``show`` is False); log lines go above it."""
+    enabled = show and bars_enabled()
+    sized = terminal_columns(sys.stderr) > 0  # a terminal of unknown size (0 x 0) gets a fixed one
+    bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, disable=not enabled, dynamic_ncols=sized,
+               ncols=None if sized else FALLBACK_SIZE[0], nrows=None if sized else FALLBACK_SIZE[1],
+               file=sys.stderr, bar_format=bar_format)
+    with logging_redirect_tqdm() if enabled else contextlib.nullcontext():
+        try:
+            yield bar
+        finally:
+            bar.close()
+
+
+def tracked(items: Iterable[T], total: int | None, desc: str, unit: str) -> Iterator[T]:
+    """Yield ``items`` while a bar counts them (data preparation: generation, decoding)."""
+    with live_bar(total, desc, unit, show=total != 0) as bar:
+        for item in items:
+            yield item
+            bar.update(1)

@@ -1,0 +1,59 @@
+"""Noisy benchmark cells: timings whose interquartile range is wide relative to their median.
+
+On a loaded machine the timed steps of a cell scatter, and a log-log exponent fitted through such cells can
+be nonsense (an exponent of -1.76 for linear attention was fitted from one). Table 2 and the scaling plot
+flag those cells and exponents and give the command that re-runs them: more repeats make a new cell (the
+repeat count is part of a cell's key) and the report keeps the newest cell of each length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NOISY_IQR = 0.25  # (q3 - q1) / median of the timed steps above this flags a cell
+MARK = "⚠"
+RERUN_REPEATS = 20
+
+
+def relative_iqr(df: pd.DataFrame) -> pd.Series:
+    """(q3 - q1) / median per cell; NaN where a quartile is missing or the cell did not finish."""
+    q1, q3, median = (pd.to_numeric(df.get(c, np.nan), errors="coerce") for c in ("q1_s", "q3_s", "median_s"))
+    spread = (q3 - q1) / median
+    return spread.where(df["status"] == "ok")
+
+
+def with_noise(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` plus ``iqr_rel`` and ``noisy`` (True where iqr_rel > NOISY_IQR)."""
+    out = df.copy()
+    out["iqr_rel"] = relative_iqr(out)
+    out["noisy"] = out["iqr_rel"] > NOISY_IQR
+    return out
+
+
+def rerun_command(cells: pd.DataFrame) -> str:
+    """One benchmark command that re-runs the given cells (same task, profile, batch, lengths and modes)."""
+    first = cells.iloc[0]
+    attentions = ",".join(sorted(cells["attention"].unique()))
+    lens = ",".join(str(int(n)) for n in sorted(cells["n"].unique()))
+    modes = ",".join(sorted(cells["mode"].unique()))
+    previous = pd.to_numeric(cells["repeats"], errors="coerce").max() if "repeats" in cells else np.nan
+    repeats = max(RERUN_REPEATS, 2 * int(previous)) if np.isfinite(previous) else RERUN_REPEATS
+    task = first["task"] if isinstance(first.get("task"), str) else "text"  # the benchmark's default task
+    multi = "-m " if "," in attentions else ""
+    return (f"python scripts/benchmark.py {multi}attention={attentions} task={task} profile={first['profile']} "
+            f"'bench.seq_lens=[{lens}]' 'bench.modes=[{modes}]' bench.batch_size={int(first['batch'])} "
+            f"bench.repeats={repeats}")
+
+
+def noise_note(cells: pd.DataFrame) -> str:
+    """Markdown naming the noisy cells of one setting and the command that re-runs them ('' when none)."""
+    noisy = cells[cells["noisy"]]
+    if noisy.empty:
+        return ""
+    listed = ", ".join(f"{r.attention} N={int(r.n)} (IQR {r.iqr_rel:.0%} of the median)"
+                       for r in noisy.sort_values(["attention", "n"]).itertuples())
+    return (f"{MARK} **Noisy timings**: {listed}. Their interquartile range exceeds {NOISY_IQR:.0%} of the median "
+            f"(the machine was probably busy), so these cells and the time exponents fitted from them are "
+            f"unreliable. Re-run them on an idle machine (the newer cells replace these in the report):\n\n"
+            f"```bash\n{rerun_command(noisy)}\n```\n")

@@ -1,0 +1,69 @@
+"""One task's column of LRA Table 1 beside the paper's: our accuracy, the paper's, the difference per row and the
+rank agreement over the paper's rows -- what a first paper-scale sweep of a single task (e.g. ListOps on one GPU)
+can be checked against before the other four tasks exist.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from lra_bench import paper
+from lra_bench.reports.efficiency import spearman
+from lra_bench.reports.table1 import TASK_LABELS, attention_order
+
+#: how this project's attention names read in the paper's Table 1
+PAPER_ROW = {att: name for name, att in paper.PAPER_NAMES.items()}
+
+
+def _one_profile(table: pd.DataFrame, profile: str | None) -> pd.DataFrame:
+    if table.empty:
+        return table
+    if profile is None:
+        profiles = sorted(table.profile.unique())
+        if len(profiles) > 1:
+            raise ValueError(f"Table 1 holds several profiles {profiles}: say which one (--profile)")
+        profile = profiles[0]
+    return table[table.profile == profile]
+
+
+def task_scores(table: pd.DataFrame, task: str, profile: str | None = None) -> pd.DataFrame:
+    """attention, profile, score (mean test accuracy % on ``task``), n_tasks (1), params: the bubble chart's y."""
+    if task not in paper.TASKS:
+        raise ValueError(f"task must be one of {paper.TASKS}, got {task!r}")
+    t = _one_profile(table, profile)
+    t = t[t[f"{task}_n"] > 0] if not t.empty else t
+    return pd.DataFrame({"attention": t.get("attention", []), "profile": t.get("profile", []),
+                         "score": t.get(f"{task}_mean", []), "n_tasks": 1, "params": t.get("params", [])})
+
+
+def task_vs_paper(table: pd.DataFrame, task: str, profile: str | None = None) -> tuple[pd.DataFrame, str]:
+    """Rows: attention, the paper's row name, ours (Table 1 cell text), ours_mean, paper, diff (ours - paper, points);
+    and the Markdown with Spearman's rank agreement over the paper's rows that both have."""
+    if task not in paper.TASKS:
+        raise ValueError(f"task must be one of {paper.TASKS}, got {task!r}")
+    t = _one_profile(table, profile)
+    label = TASK_LABELS[task]
+    rows = []
+    for att in attention_order(t.attention.unique()) if not t.empty else []:
+        r = t[t.attention == att].iloc[0]
+        theirs = paper.paper_task_score(att, task)
+        ours = float(r[f"{task}_mean"])
+        rows.append({"attention": att, "paper row": PAPER_ROW.get(att, ""), "ours": r[label], "ours_mean": ours,
+                     "paper": theirs if theirs is not None else math.nan,
+                     "diff": ours - theirs if theirs is not None and math.isfinite(ours) else math.nan})
+    out = pd.DataFrame(rows, columns=["attention", "paper row", "ours", "ours_mean", "paper", "diff"])
+    both = out.dropna(subset=["ours_mean", "paper"])
+    rho = spearman(both["ours_mean"], both["paper"]) if len(both) >= 3 else math.nan
+    missing = sorted(set(paper.TABLE1) - set(both.attention))
+    head = (f"**{label} beside the paper** (Tay et al. 2020, Table 1): {len(both)} of its {len(paper.TABLE1)} rows "
+            f"have a result here" + (f" (missing: {', '.join(missing)})" if missing else "") + ". "
+            + (f"Spearman rank agreement over them: {rho:.2f}. " if math.isfinite(rho) else "")
+            + "diff = ours - paper, in points; the paper's rows are single runs on TPU.\n")
+    shown = pd.DataFrame({
+        "attention": out["attention"], "paper row": out["paper row"], f"{label} (ours)": out["ours"],
+        f"{label} (paper)": [f"{v:.2f}" if math.isfinite(v) else "" for v in out["paper"]],
+        "diff": [f"{v:+.2f}" if math.isfinite(v) else "" for v in out["diff"]],
+    })
+    return out.assign(rank_agreement=rho), head + "\n" + shown.to_markdown(index=False, disable_numparse=True) + "\n"
