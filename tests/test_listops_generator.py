@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 
@@ -9,9 +10,23 @@ import pytest
 
 from lra_bench.data import listops
 from lra_bench.data.listops_eval import evaluate
-from lra_bench.data.listops_generate import OPERATORS, ListOpsSpec, generate, to_string, to_value
+from lra_bench.data.listops_generate import (
+    GENERATOR_VERSION,
+    OPERATORS,
+    ListOpsSpec,
+    chunk_size,
+    generate,
+    to_string,
+    to_value,
+)
+from lra_bench.data.listops_task import ListOpsTask
+from lra_bench.errors import ConfigError
 
-SMALL = ListOpsSpec(num_train=300, num_val=50, num_test=50, min_length=10, max_length=120, seed=3)
+# 400 rows = 8 chunks of 50: enough to spread over worker processes
+SMALL = ListOpsSpec(num_train=300, num_val=50, num_test=50, min_length=10, max_length=120, seed=3, workers=1)
+# a tiny expression space (lengths 4-5 only): duplicates are frequent, so chunks must top up
+NARROW = ListOpsSpec(num_train=300, num_val=50, num_test=50, max_depth=3, min_length=3, max_length=6, seed=1,
+                     workers=1)
 TOKEN = re.compile(r"^(\(|\)|\[MIN|\[MAX|\[MED|\[SM|\]|[0-9])$")
 
 
@@ -24,6 +39,37 @@ def test_deterministic_given_seed(rows):
     assert generate(SMALL) == rows
     other = generate(ListOpsSpec(**{**SMALL.__dict__, "seed": 4}))
     assert other["train"] != rows["train"]
+
+
+def _tsv_bytes(rows, root):
+    for split, data in rows.items():
+        listops.write_tsv(data, listops.split_path(root, split))
+    return {s: listops.split_path(root, s).read_bytes() for s in listops.SPLITS}
+
+
+@pytest.mark.parametrize("spec", [SMALL, NARROW], ids=["small", "narrow-with-duplicates"])
+def test_same_tsvs_for_1_and_8_workers(spec, tmp_path):
+    assert chunk_size(spec.num_train + spec.num_val + spec.num_test) == 50  # several chunks per run
+    serial = _tsv_bytes(generate(spec), tmp_path / "w1")
+    parallel = generate(dataclasses.replace(spec, workers=8))
+    assert _tsv_bytes(parallel, tmp_path / "w8") == serial
+    sources = [src for split in parallel.values() for src, _ in split]
+    assert len(sources) == 400 and len(set(sources)) == 400
+    assert all(evaluate(src) == label for split in parallel.values() for src, label in split)
+
+
+def test_cache_key_ignores_workers_and_names_the_generator_version(tmp_path):
+    key = SMALL.data_key()
+    assert "workers" not in key and key["generator_version"] == GENERATOR_VERSION
+    assert dataclasses.replace(SMALL, workers=5).data_key() == key
+    gen = dataclasses.asdict(SMALL)
+    one = ListOpsTask(max_len=120, generator={**gen, "workers": 1}).tsv_dir(tmp_path)
+    assert ListOpsTask(max_len=120, generator={**gen, "workers": 3}).tsv_dir(tmp_path) == one
+
+
+def test_negative_workers_fail_clearly():
+    with pytest.raises(ConfigError, match="task.generator.workers must be >= 0"):
+        ListOpsTask(generator={"workers": -1})
 
 
 def test_split_sizes_and_uniqueness(rows):

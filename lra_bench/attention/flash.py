@@ -1,10 +1,22 @@
-"""Exact softmax attention through ``torch.nn.functional.scaled_dot_product_attention``.
+"""Exact softmax attention through PyTorch's fused kernels, without a mask whenever the batch allows.
 
-Same function as ``softmax`` (Vaswani et al. 2017, https://arxiv.org/abs/1706.03762), dispatched to PyTorch's
-fused kernels: FlashAttention (Dao et al. 2022, https://arxiv.org/abs/2205.14135) or memory-efficient attention
-on GPU where the mask/dtype allow, the math kernel otherwise.
+Same function as ``softmax`` (Vaswani et al. 2017, https://arxiv.org/abs/1706.03762), dispatched to fused
+kernels that never build the N x N score matrix: FlashAttention (Dao et al. 2022,
+https://arxiv.org/abs/2205.14135) through ``F.scaled_dot_product_attention`` (SDPA), and FlexAttention
+(Dong et al. 2024, https://arxiv.org/abs/2412.05496) for padded batches on CUDA.
 
-Time O(B·H·N²·D); memory O(B·H·N) with the fused GPU kernels (O(B·H·N²) on the math fallback, e.g. CPU).
+Which kernel runs (one host sync per call checks whether the batch has padding at all):
+
+* no padding (mask None or all True): SDPA with no mask — FlashAttention on CUDA, the fused CPU flash kernel;
+* padding, CUDA, no attention dropout active (eval, or ``attn_dropout=0``) and ``flex_padded``: compiled
+  FlexAttention with a key-padding block mask (fully padded key blocks are skipped);
+* padding otherwise: SDPA with a (B, 1, 1, N) boolean key mask (CPU flash kernel; memory-efficient kernel
+  on CUDA, which supports dropout — FlexAttention has no dropout on the probabilities).
+
+Attention dropout (training only) has no fused CPU kernel: on CPU in training with ``attn_dropout > 0``
+SDPA falls back to its math kernel, O(B·H·N²) memory, whatever the mask.
+
+Time O(B·H·N²·D); memory O(B·H·N) on the fused kernels.
 """
 
 from __future__ import annotations
@@ -12,28 +24,45 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from lra_bench.attention._flex import flex_key_padding_attention
 from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
 
 
 class FlashAttention(Attention):
-    """softmax(QKᵀ/√D) V with a boolean key-padding mask, computed by ``F.scaled_dot_product_attention``.
+    """softmax(QKᵀ/√D) V with key padding, on fused kernels (see the module docstring for the dispatch).
 
     Args:
         dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
         attn_dropout: dropout on the attention probabilities, applied only in training (LRA: 0.1).
+        flex_padded: run padded batches through compiled FlexAttention on CUDA when no dropout is active
+            (False: SDPA with the key mask there too).
     """
 
     name = "flash"
 
-    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float = 0.1) -> None:
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float = 0.1,
+                 flex_padded: bool = True) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
+        if not 0.0 <= attn_dropout < 1.0:
+            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
         self.attn_dropout = attn_dropout
+        self.flex_padded = flex_padded
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        attn_mask = None
-        if mask is not None:
-            # a fully padded row would give NaN: let it attend everywhere (its output is unspecified anyway)
-            keep = mask | ~mask.any(dim=-1, keepdim=True)  # (B, N)
-            attn_mask = keep[:, None, None, :]  # (B, 1, 1, N) True = attend
         p = self.attn_dropout if self.training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)  # (B, H, N, D)
+        if mask is None or bool(mask.all()):  # one host sync; no mask keeps SDPA on its fused kernels
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, H, N, D)
+        # a fully padded row would give NaN: let it attend everywhere (its output is unspecified anyway)
+        keep = mask | ~mask.any(dim=-1, keepdim=True)  # (B, N) True = attend
+        if self.padded_kernel(q.device.type, p) == "flex":
+            return self.attend_flex(q, k, v, keep, compiled=True)  # (B, H, N, D)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :], dropout_p=p)  # (B, H, N, D)
+
+    def padded_kernel(self, device_type: str, dropout_p: float) -> str:
+        """"flex" (compiled FlexAttention: CUDA, no dropout active, ``flex_padded``) or "sdpa" for a padded batch."""
+        return "flex" if self.flex_padded and device_type == "cuda" and dropout_p == 0.0 else "sdpa"
+
+    def attend_flex(self, q: Tensor, k: Tensor, v: Tensor, keep: Tensor, compiled: bool) -> Tensor:
+        """The FlexAttention path for a padded batch; ``compiled=False`` runs it eagerly (tests on CPU)."""
+        return flex_key_padding_attention(q, k, v, keep, compiled=compiled)  # (B, H, N, D)

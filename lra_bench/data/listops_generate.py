@@ -7,20 +7,40 @@ Faithful to the release: operators MIN, MAX, MED, SM; values 0-9; VALUE_P = 0.25
 operator with probability 0.25 while depth < max_depth); 2..max_args arguments; ``length`` = 2 per
 operator + 1 per value, accepted when ``min_length < length < max_length``; unique trees; the
 left-nested binary string format ``( ( ( [MAX 2 ) 9 ) ] )``; MED = int(median), SM = sum % 10.
-Differences, all in the name of determinism: a seeded ``random.Random`` instead of the global RNG,
-and insertion order instead of Python ``set`` order (which depends on the hash seed) for the split.
+Differences, all in the name of determinism and speed: seeded ``random.Random`` streams instead of the
+global RNG, and a fixed order instead of Python ``set`` order (which depends on the hash seed) for the split.
+
+Parallel and exact: candidates are drawn in fixed-size chunks, chunk ``c`` from its own RNG seeded by
+``SeedSequence((seed, c))``; worker processes draw chunks, and the parent takes each chunk's rows in chunk
+order, drops any expression seen before and stops at the requested total (further chunks top up when
+duplicates leave it short). The chunk size depends on the split sizes only, so the output for a spec is
+the same whatever the number of workers.
 """
 
 from __future__ import annotations
 
+import math
+import multiprocessing
+import os
 import random
 import statistics
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from lra_bench.progress import tracked
 
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
 OPERATORS = (MIN, MAX, MED, SUM_MOD)
 VALUES = tuple(range(10))
 VALUE_P = 0.25
+
+#: Bump when the rows generated for a spec change, so cached TSVs of an older generator are not reused.
+#: 1: one serial RNG stream (until issue 13); 2: per-chunk RNG streams, generated in parallel.
+GENERATOR_VERSION = 2
+MAX_WORKERS = 16  # the default (workers=0) uses the usable CPUs up to this many
+AUTO_SERIAL_BELOW = 5_000  # workers=0 stays in-process below this many rows (starting processes costs more)
 
 # A tree is an int leaf, or a nested binary pair: ((((op, a0), a1), ...), END)
 Tree = int | str | tuple
@@ -28,7 +48,12 @@ Tree = int | str | tuple
 
 @dataclass(frozen=True)
 class ListOpsSpec:
-    """The generator's flags (defaults = the official ``--task=basic`` run)."""
+    """The generator's flags (defaults = the official ``--task=basic`` run).
+
+    ``workers`` is the number of processes (0 = the usable CPUs, at most ``MAX_WORKERS``, or in-process
+    below ``AUTO_SERIAL_BELOW`` rows); it changes the speed only, never the rows, and is left out of
+    ``data_key()``.
+    """
 
     num_train: int = 96_000
     num_val: int = 2_000
@@ -38,6 +63,12 @@ class ListOpsSpec:
     min_length: int = 500
     max_length: int = 2000
     seed: int = 0
+    workers: int = 0
+
+    def data_key(self) -> dict[str, int]:
+        """What determines the rows: every flag but ``workers``, plus the generator version."""
+        key = {k: v for k, v in asdict(self).items() if k != "workers"}
+        return {**key, "generator_version": GENERATOR_VERSION}
 
 
 class _TooLong(Exception):
@@ -105,17 +136,31 @@ def to_value(tree: Tree) -> Tree | tuple[str, list[int]] | int:
     return (op, args + [right])
 
 
-def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
-    """Unique (source, target) rows split train/val/test in generation order, deterministic in ``spec.seed``."""
-    rng = random.Random(spec.seed)
-    total = spec.num_train + spec.num_val + spec.num_test
-    unique: dict[Tree, None] = {}
+def chunk_size(total: int) -> int:
+    """Accepted candidates per chunk: a function of the total only (never of the worker count)."""
+    return max(1, min(total, 500, max(50, math.ceil(total / 32))))
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The RNG seed of chunk ``chunk``: independent streams from ``numpy.random.SeedSequence((seed, chunk))``."""
+    state = np.random.SeedSequence((seed, chunk)).generate_state(4, dtype=np.uint32)  # (4,) 128 bits
+    return int.from_bytes(state.tobytes(), "little")
+
+
+def generate_chunk(spec: ListOpsSpec, chunk: int, size: int) -> list[tuple[str, int]]:
+    """``size`` (source, target) rows passing the length filter, drawn from chunk ``chunk``'s RNG, in order.
+
+    Rows may repeat (within or across chunks): the caller deduplicates. Raises RuntimeError when the
+    length range admits (almost) no tree.
+    """
+    rng = random.Random(chunk_seed(spec.seed, chunk))
+    rows: list[tuple[str, int]] = []
     attempts = 0
-    while len(unique) < total:
+    while len(rows) < size:
         attempts += 1
-        if attempts > 10_000 * total + 1_000_000:
+        if attempts > 10_000 * size + 1_000_000:
             raise RuntimeError(
-                f"ListOps generator found only {len(unique)} of {total} samples with "
+                f"ListOps generator found only {len(rows)} of {size} samples in {attempts - 1} draws with "
                 f"{spec.min_length} < length < {spec.max_length}; widen the length range"
             )
         try:  # budget max_length: a tree reaching length >= max_length is rejected anyway
@@ -123,7 +168,70 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
         except _TooLong:
             continue
         if spec.min_length < length < spec.max_length:
-            unique[tree] = None
-    rows = [(to_string(t), int(to_value(t))) for t in unique]  # type: ignore[arg-type]
+            rows.append((to_string(tree), int(to_value(tree))))  # type: ignore[arg-type]
+    return rows
+
+
+def _generate_chunk_star(args: tuple[ListOpsSpec, int, int]) -> list[tuple[str, int]]:
+    return generate_chunk(*args)
+
+
+def resolve_workers(workers: int) -> int:
+    """0 = the CPUs this process may use, at most ``MAX_WORKERS``; otherwise ``workers`` itself (>= 1)."""
+    if workers < 0:
+        raise ValueError(f"ListOps generator: workers must be >= 0 (0 = one per usable CPU), got {workers}")
+    if workers:
+        return workers
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(usable, MAX_WORKERS))
+
+
+def effective_workers(spec: ListOpsSpec) -> int:
+    """The processes ``generate(spec)`` uses: ``spec.workers``, or for 0 the usable CPUs (1 for small totals)."""
+    total = spec.num_train + spec.num_val + spec.num_test
+    return resolve_workers(spec.workers) if spec.workers or total >= AUTO_SERIAL_BELOW else 1
+
+
+def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
+    """Unique (source, target) rows split train/val/test in a fixed order, deterministic in ``spec.seed``.
+
+    The same rows for any ``spec.workers`` (see the module docstring for the chunked design).
+    """
+    total = spec.num_train + spec.num_val + spec.num_test
+    size = chunk_size(total)
+    max_chunks = 20 * math.ceil(total / size) + 20  # more means > 95% duplicates: the range is too narrow
+    workers = effective_workers(spec)
+    unique: dict[str, int] = {}  # source -> target, in acceptance order
+    next_chunk = 0
+
+    def consume(rows: list[tuple[str, int]]) -> None:
+        for source, target in rows:
+            if len(unique) == total:
+                return
+            unique.setdefault(source, target)
+
+    pool = None
+    if workers > 1 and total > size:
+        # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        while len(unique) < total:
+            if next_chunk >= max_chunks:
+                raise RuntimeError(
+                    f"ListOps generator found only {len(unique)} unique of {total} samples in {next_chunk} "
+                    f"chunks of {size} with {spec.min_length} < length < {spec.max_length}; widen the length range"
+                )
+            # enough chunks for what is missing (at least one per worker); surplus chunks are discarded
+            wanted = max(math.ceil((total - len(unique)) / size), workers if pool else 1)
+            chunks = range(next_chunk, min(next_chunk + wanted, max_chunks))
+            next_chunk = chunks.stop
+            jobs = [(spec, c, size) for c in chunks]
+            results = pool.map(_generate_chunk_star, jobs) if pool else map(_generate_chunk_star, jobs)
+            for rows in tracked(results, len(jobs), f"generate ListOps ({total:,} rows)", "chunk"):  # chunk order
+                consume(rows)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    rows = list(unique.items())
     a, b = spec.num_train, spec.num_train + spec.num_val
     return {"train": rows[:a], "val": rows[a:b], "test": rows[b:]}

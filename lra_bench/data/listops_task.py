@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,7 @@ import numpy as np
 from lra_bench.config import positive, to_dataclass
 from lra_bench.data import listops
 from lra_bench.data.cache import CachedSplits, file_sha256, load_or_build, stable_hash
-from lra_bench.data.listops_generate import ListOpsSpec, generate
+from lra_bench.data.listops_generate import ListOpsSpec, effective_workers, generate
 from lra_bench.data.task import Task
 from lra_bench.errors import ConfigError, DataError
 
@@ -58,6 +57,8 @@ class ListOpsTask(Task):
         s = self.spec
         positive("task.generator", num_train=s.num_train, num_val=s.num_val, num_test=s.num_test,
                  max_depth=s.max_depth, max_length=s.max_length)
+        if s.workers < 0:
+            raise ConfigError(f"task.generator.workers must be >= 0 (0 = one per usable CPU core), got {s.workers}")
         if s.max_args < 2:
             raise ConfigError(f"task.generator.max_args must be >= 2, got {s.max_args}")
         if s.min_length >= s.max_length - 1:
@@ -84,9 +85,11 @@ class ListOpsTask(Task):
         """Where the TSVs are read from: the user's folder, or the generated copy in the cache."""
         if self.source == "files":
             return Path(self.data_dir).expanduser()
-        root = Path(cache_dir) / "listops" / "generated" / stable_hash(dataclasses.asdict(self.spec))[:16]
+        # keyed by what determines the rows (flags + generator version), not by the worker count
+        root = Path(cache_dir) / "listops" / "generated" / stable_hash(self.spec.data_key())[:16]
         if not all(listops.split_path(root, s).is_file() for s in listops.SPLITS):
-            log.info("generating ListOps %s into %s", self.spec, root)
+            log.info("generating ListOps %s with %d processes into %s", self.spec,
+                     effective_workers(self.spec), root)
             rows = generate(self.spec)
             for split in listops.SPLITS:  # test last: its presence marks a complete folder
                 listops.write_tsv(rows[split], listops.split_path(root, split))
@@ -108,7 +111,7 @@ class ListOpsTask(Task):
                     ids[i, : len(encoded)] = encoded
                 splits[split] = (ids, np.asarray([t for _, t in rows], dtype=np.int64))
             meta = {"fingerprint": stable_hash(shas), "source": self.source, "tsv_dir": str(root),
-                    "generator": dataclasses.asdict(self.spec) if self.source == "generate" else None}
+                    "generator": self.spec.data_key() if self.source == "generate" else None}
             return splits, meta
 
         return load_or_build(Path(cache_dir), "listops/arrow", key, build)
