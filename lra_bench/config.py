@@ -7,10 +7,7 @@ names the key, the valid keys and the expected type.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import inspect
-import json
 import types
 import typing
 from collections.abc import Callable
@@ -19,6 +16,7 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, OmegaConf
 
 from lra_bench.errors import ConfigError
+from lra_bench.files import stable_hash
 from lra_bench.suggest import closest
 
 T = TypeVar("T")
@@ -88,21 +86,28 @@ def to_dataclass(cls: type[T], section: DictConfig | dict[str, Any], where: str)
     """Build a validated dataclass (its ``__post_init__`` checks ranges) from a config section."""
     values = OmegaConf.to_container(section, resolve=True) if isinstance(section, DictConfig) else dict(section)
     check_kwargs(cls, values, where)
-    try:
-        return cls(**values)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as e:  # pragma: no cover - __post_init__ raises ConfigError
-        raise ConfigError(f"{where}: {e}") from e
+    return cls(**values)  # its __post_init__ raises ConfigError on a value out of range
+
+
+def check_choice(where: str, key: str, value: Any, choices: Any) -> None:
+    """Raise a ConfigError when ``value`` is not one of the ``Literal[...]`` ``choices`` (the one statement of them)."""
+    allowed = typing.get_args(choices)
+    if value not in allowed:
+        raise ConfigError(f"{where}: {key} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+def check_literals(obj: Any, where: str) -> None:
+    """``check_choice`` for every ``Literal``-typed field of the dataclass instance ``obj``."""
+    for key, annotation in typing.get_type_hints(type(obj)).items():
+        if typing.get_origin(annotation) is typing.Literal:
+            check_choice(where, key, getattr(obj, key), annotation)
 
 
 def config_hash(cfg: DictConfig) -> str:
     """sha256 of the resolved config without the non-semantic sections: same hash = same experiment."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
-    semantic = {k: v for k, v in container.items() if k not in NON_SEMANTIC_KEYS}
-    blob = json.dumps(semantic, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()
+    return stable_hash({k: v for k, v in container.items() if k not in NON_SEMANTIC_KEYS})
 
 
 def positive(where: str, **values: float | int | None) -> None:
@@ -112,4 +117,4 @@ def positive(where: str, **values: float | int | None) -> None:
             raise ConfigError(f"{where}.{key} must be > 0, got {value}")
 
 
-__all__ = ["check_kwargs", "config_hash", "positive", "to_dataclass", "dataclasses"]
+__all__ = ["check_choice", "check_kwargs", "check_literals", "config_hash", "positive", "to_dataclass"]

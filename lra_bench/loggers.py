@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lra_bench.errors import ConfigError
+from lra_bench.config import check_literals
 
 
 @dataclass
@@ -30,17 +30,11 @@ class LoggerSettings:
     tags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("none", "wandb"):
-            raise ConfigError(f"logger.kind must be none or wandb, got {self.kind!r}")
-        if self.mode not in ("offline", "online", "disabled"):
-            raise ConfigError(f"logger.mode must be offline, online or disabled, got {self.mode!r}")
+        check_literals(self, "logger")
 
 
 class NullLogger:
     def log(self, metrics: dict[str, float], step: int) -> None:
-        pass
-
-    def summary(self, values: dict[str, Any]) -> None:
         pass
 
     def finish(self, exit_code: int = 0) -> None:
@@ -58,10 +52,6 @@ class WandbLogger:
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         self._run.log(metrics, step=step)
-
-    def summary(self, values: dict[str, Any]) -> None:
-        for key, value in values.items():
-            self._run.summary[key] = value
 
     def finish(self, exit_code: int = 0) -> None:
         self._run.finish(exit_code=exit_code)

@@ -7,14 +7,13 @@ a reader sees either the previous complete record or the new complete one, never
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from lra_bench.atomic import atomic_open
+from lra_bench.files import stable_hash, write_json_atomic
 
 log = logging.getLogger(__name__)
 RECORD_NAME = "record.json"
@@ -31,17 +30,9 @@ def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: in
     return Path(results_dir) / task / attention / f"{profile}-seed{seed}-{config_hash[:10]}"
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` as JSON to ``path`` via temp file + fsync + rename (+ fsync of the folder)."""
-    with atomic_open(path) as f:
-        json.dump(payload, f, indent=2, sort_keys=True, allow_nan=False)
-        f.write("\n")
-
-
 def checksum(record: dict[str, Any]) -> str:
     """sha256 of the record's canonical JSON without its own ``checksum`` field."""
-    body = {k: v for k, v in record.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+    return stable_hash({k: v for k, v in record.items() if k != "checksum"}, strict=True)
 
 
 def verify(record: dict[str, Any]) -> bool:
@@ -89,10 +80,25 @@ def read_record(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def read_tree(root: Path, pattern: str = RECORD_NAME) -> tuple[list[tuple[Path, dict[str, Any]]], list[Path]]:
+    """Every verified result under ``root`` matching ``pattern`` as (path, record) pairs, and the skipped paths.
+    Temporary ``.*.tmp`` files and anything under a run's ``attempts/`` never match. The reader of the runner
+    (one path: ``read_record``) and of every report (``reports.store``)."""
+    found, skipped = [], []
+    for path in sorted(Path(root).rglob(pattern)):
+        if path.name.startswith(".") or ATTEMPTS in path.relative_to(root).parts[:-1]:
+            continue
+        record = read_record(path)
+        if record is None:
+            skipped.append(path)
+        else:
+            found.append((path, record))
+    return found, skipped
+
+
 def read_records(results_dir: Path) -> list[dict[str, Any]]:
-    """Every valid record under ``results_dir``; corrupt ones are skipped with a warning, temp files never match."""
-    records = (read_record(p) for p in sorted(Path(results_dir).rglob(RECORD_NAME)))
-    return [r for r in records if r is not None]
+    """Every valid run record under ``results_dir`` (``read_tree``); corrupt ones are skipped with a warning."""
+    return [record for _, record in read_tree(results_dir)[0]]
 
 
 def git_commit() -> str | None:

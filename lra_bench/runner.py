@@ -12,123 +12,34 @@ import datetime as dt
 import logging
 import os
 import platform
-import random
 import signal
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from torch.nn.parallel import DistributedDataParallel
 
 import lra_bench
 from lra_bench import distributed
-from lra_bench.config import check_kwargs, config_hash, to_dataclass
-from lra_bench.errors import ConfigError, RunInProgress
+from lra_bench.bench.memory import is_oom, memory_kind, rss_bytes
+from lra_bench.build import Plan, plan
+from lra_bench.data.cache import CachedSplits
+from lra_bench.errors import RunInProgress
 from lra_bench.loggers import LoggerSettings, build_logger
-from lra_bench.measure import is_oom, memory_kind, rss_bytes
-from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
-from lra_bench.models.factory import attention_name, build_attention_factory
-from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, run_dir, write_record
+from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
 from lra_bench.runlock import run_lock
 from lra_bench.train import checkpoint
-from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, evaluate, train
-from lra_bench.train.settings import TrainerSettings
+from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, evaluate, train
 
 log = logging.getLogger(__name__)
 
-TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
 SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would repeat them
-
-
-@dataclass
-class Plan:
-    """Everything validated from the config, before any data is touched."""
-
-    attention: str
-    task: Any
-    model: Classifier | DualClassifier
-    trainer: TrainerSettings
-    logger: LoggerSettings
-    seed: int
-    profile: str
-    results_dir: Path
-    cache_dir: Path
-    config_hash: str
-    device: torch.device
-
-
-def build_task(cfg: DictConfig) -> Any:
-    target = cfg.get("_target_")
-    if not target:
-        raise ConfigError("task config has no _target_; see configs/task/listops.yaml")
-    cls = get_class(target)
-    values = {k: v for k, v in cfg.items() if k != "_target_"}
-    return to_dataclass(cls, OmegaConf.create(values), "task")
-
-
-def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier:
-    model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
-    check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
-    factory = build_attention_factory(attention_cfg)
-    try:
-        encoder = Encoder(attention=factory, vocab_size=task.vocab_size, max_len=task.max_len, pad_id=task.pad_id,
-                          **model_kwargs)
-    except ConfigError:
-        raise
-    except ValueError as e:  # a knob out of range, caught by a variant's own constructor check
-        raise ConfigError(f"attention={attention_name(attention_cfg)}: {e}") from e
-    if task.dual:
-        return DualClassifier(encoder, model_kwargs["mlp_dim"], task.num_classes, task.interaction)
-    return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"trainer.device={name} but CUDA is not available; use trainer.device=cpu or auto")
-    return device
-
-
-def seed_everything(seed: int, deterministic: bool) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(deterministic, warn_only=True)
-
-
-def plan(cfg: DictConfig) -> Plan:
-    """Validate the whole config and build the model (cheap); raises ConfigError/DataError on bad input."""
-    for key in ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed"):
-        if key not in cfg:
-            raise ConfigError(f"config has no '{key}' section; run through run.py or compose configs/run.yaml")
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {cfg.seed!r}")
-    if not isinstance(cfg.get("rerun", False), bool):
-        raise ConfigError(f"rerun must be true or false, got {cfg.rerun!r}")
-    name = attention_name(cfg.attention)
-    task = build_task(cfg.task)
-    trainer = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
-    # Before any parallel CPU op: the flag lives in each thread's MXCSR register, and torch's worker threads
-    # copy it from this thread when they are created (set later, it would reach this thread only).
-    torch.set_flush_denormal(trainer.flush_denormal)
-    logger = to_dataclass(LoggerSettings, cfg.logger, "logger")
-    device = resolve_device(trainer.device)
-    task.check_source()
-    seed_everything(cfg.seed, trainer.deterministic)
-    model = build_model(cfg, cfg.attention, task)
-    return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
-                profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),
-                cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(cfg), device=device)
 
 
 class StopSignals:
@@ -173,18 +84,31 @@ def stop_on_signals() -> Iterator[StopSignals]:
 
 def finished_record(p: Plan) -> dict[str, Any] | None:
     """The stored record of this exact configuration when it already finished (ok or diverged), else None."""
-    path = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash) / RECORD_NAME
-    record = read_record(path) if path.exists() else None
-    if record is not None and record.get("status") in SKIP_STATUSES:
-        return record
-    return None
+    record = stored_record(p)
+    return record if record is not None and record.get("status") in SKIP_STATUSES else None
+
+
+def stored_record(p: Plan) -> dict[str, Any] | None:
+    """The stored (valid) record of this configuration, whatever its status, or None."""
+    path = p.run_dir / RECORD_NAME
+    return read_record(path) if path.exists() else None
 
 
 def existing_record(cfg: DictConfig) -> dict[str, Any] | None:
-    """The stored (valid) record of this configuration, whatever its status, or None."""
-    p = plan(cfg)
-    path = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash) / RECORD_NAME
-    return read_record(path) if path.exists() else None
+    """The stored (valid) record of ``cfg``'s run, whatever its status, or None."""
+    return stored_record(plan(cfg))
+
+
+def record_header(p: Plan, cfg: DictConfig, status: str, message: str) -> dict[str, Any]:
+    """The fields every record has, whoever writes it (the run itself or ``record_crash``); the rest None."""
+    record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}
+    record.update({
+        "run_id": p.run_dir.name, "attention": p.attention, "task": p.task.name, "profile": p.profile,
+        "seed": p.seed, "config": OmegaConf.to_container(cfg, resolve=True), "config_hash": p.config_hash,
+        "status": status, "message": message, "throughput": {}, "memory": {}, "torch_version": torch.__version__,
+        "git_commit": git_commit(), "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+    })
+    return record
 
 
 def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any] | None:
@@ -192,20 +116,11 @@ def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any] | None:
     process holds the run's lock (it runs the same config and will write the record itself)."""
     p = plan(cfg)
     killed = exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL)
-    folder = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash)
-    record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}
-    record.update({
-        "run_id": folder.name,
-        "attention": p.attention, "task": p.task.name, "profile": p.profile, "seed": p.seed,
-        "config": OmegaConf.to_container(cfg, resolve=True), "config_hash": p.config_hash,
-        "status": "killed" if killed else "failed",
-        "message": f"job process exited with code {exit_code}"
-                   + (" (SIGKILL: possibly out of memory, or killed by hand or by the scheduler)" if killed else ""),
-        "throughput": {}, "memory": {}, "torch_version": torch.__version__, "git_commit": git_commit(),
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(),
-    })
+    message = f"job process exited with code {exit_code}" + (
+        " (SIGKILL: possibly out of memory, or killed by hand or by the scheduler)" if killed else "")
+    record = record_header(p, cfg, "killed" if killed else "failed", message)
     try:
-        with run_lock(folder):
+        with run_lock(p.run_dir):
             write_record(record, p.results_dir)  # never replaces an ok record (records.write_record)
     except RunInProgress as e:
         log.warning("not recording the crash: %s", e)
@@ -223,14 +138,24 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     started = time.time()
     p = plan(cfg)
     dinfo = distributed.from_env()
-    folder = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash)
     # rank 0 alone holds the lock: the other ranks of one torchrun job are the same run
-    with run_lock(folder) if dinfo.is_main else contextlib.nullcontext(), stop_on_signals() as stop:
+    with run_lock(p.run_dir) if dinfo.is_main else contextlib.nullcontext(), stop_on_signals() as stop:
         if not cfg.get("rerun", False) and (done := finished_record(p)) is not None:
             log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
                      done["run_id"], done["status"])
             return done
         return _run_locked(cfg, p, dinfo, stop, started)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How training and the test evaluation ended."""
+
+    status: str = "ok"
+    message: str = ""
+    result: TrainResult | None = None
+    test_acc: float | None = None
+    baseline_rss: int | None = None  # resident memory before training (bytes)
 
 
 def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: StopSignals,
@@ -243,68 +168,82 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
     data_seconds = time.perf_counter() - t0
     log.info("data %s (%s, %.1fs): %s", p.task.name, "cache hit" if data.reused else "built",
              data_seconds, {s: len(y) for s, y in data.labels.items()})
-    splits = {s: (data.inputs[s], data.labels[s]) for s in ("train", "val", "test")}
     model = p.model.to(device)
     params = sum(t.numel() for t in model.parameters())
     if dinfo.enabled:
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    run_id = run_dir(p.results_dir, p.task.name, p.attention, p.profile, p.seed, p.config_hash).name
-    ckpt_dir = p.cache_dir / "checkpoints" / p.task.name / p.attention / run_id
+    ckpt_dir = p.cache_dir / "checkpoints" / p.task.name / p.attention / p.run_dir.name
+    outcome = _train_and_test(cfg, p, dinfo, stop, model, data, device, ckpt_dir)
+    peak = distributed.max_over_ranks(outcome.result.peak_memory_bytes if outcome.result else None, dinfo)
+    if not dinfo.is_main:
+        distributed.teardown(dinfo)
+        return {"status": outcome.status, "message": outcome.message, "rank": dinfo.rank,
+                "test_acc": outcome.test_acc}
+    record = record_header(p, cfg, outcome.status, outcome.message)
+    record.update(_measured_fields(p, outcome, data, dinfo, device, peak))
+    record.update({"params": params, "data_seconds": data_seconds, "wall_time_s": time.time() - started,
+                   "started_at": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
+                   "finished_at": dt.datetime.now(dt.UTC).isoformat()})
+    path = write_record(record, p.results_dir)
+    if outcome.status in SKIP_STATUSES:  # finished: the record is the result. Otherwise keep them: a rerun resumes
+        checkpoint.clear(ckpt_dir)
+    distributed.teardown(dinfo)
+    log.info("record written to %s (status %s, test acc %s)", path, outcome.status, outcome.test_acc)
+    return record
+
+
+def _train_and_test(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, model: torch.nn.Module,
+                    data: CachedSplits, device: torch.device, ckpt_dir: Path) -> Outcome:
+    """Train, then evaluate on the test split; a divergence or failure becomes the outcome, a preemption raises."""
+    splits = {s: (data.inputs[s], data.labels[s]) for s in ("train", "val", "test")}
     logger_settings = p.logger if dinfo.is_main else LoggerSettings(kind="none")
     if logger_settings.group is None and os.environ.get("LRA_BENCH_SWEEP"):
         logger_settings = dataclasses.replace(logger_settings, group=f"sweep-{os.environ['LRA_BENCH_SWEEP']}")
-    logger = build_logger(logger_settings, name=f"{p.attention}-{p.task.name}-{run_id}", config=resolved,
-                          tags=[p.attention, p.task.name, p.profile], out_dir=p.cache_dir / "wandb")
-    status, message, result, test_acc = "ok", "", None, None
-    baseline_rss = rss_bytes()
+    logger = build_logger(logger_settings, name=f"{p.attention}-{p.task.name}-{p.run_dir.name}",
+                          config=OmegaConf.to_container(cfg, resolve=True), tags=[p.attention, p.task.name, p.profile],
+                          out_dir=p.cache_dir / "wandb")
+    outcome = Outcome(baseline_rss=rss_bytes())
     try:
         checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
                                       stop_requested=stop.requested)
         stop.phase, stop.polling = "training", True
         if stop.requested():  # a signal that came in between the data and the first step
             raise Preempted(None, f"data preparation ({stop.received})")
-        result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
-                       checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
+        outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
+                               checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
         stop.phase, stop.polling = "the final test evaluation", False
-        test_acc = evaluate(getattr(model, "module", model), *splits["test"], p.trainer, device)
+        outcome.test_acc = evaluate(getattr(model, "module", model), *splits["test"], p.trainer, device)
         stop.phase, stop.polling = "writing the record", True
-        logger.log({"test/acc": test_acc}, p.trainer.max_steps)
+        logger.log({"test/acc": outcome.test_acc}, p.trainer.max_steps)
     except Preempted:
         logger.finish(exit_code=1)
         distributed.teardown(dinfo)
         raise
     except Diverged as e:
         stop.phase, stop.polling = "writing the record", True
-        status, message = "diverged", str(e)
+        outcome.status, outcome.message = "diverged", str(e)
     except Exception as e:  # noqa: BLE001 - any failure is recorded, then reported by run.py
         stop.phase, stop.polling = "writing the record", True
-        status = "oom" if is_oom(e) else "failed"
-        message = f"{type(e).__name__}: {str(e)[:2000]}"
-        log.error("run ended with status %s: %s", status, message, exc_info=status == "failed")
-    logger.finish(exit_code=0 if status == "ok" else 1)
+        outcome.status = "oom" if is_oom(e) else "failed"
+        outcome.message = f"{type(e).__name__}: {str(e)[:2000]}"
+        log.error("run ended with status %s: %s", outcome.status, outcome.message,
+                  exc_info=outcome.status == "failed")
+    logger.finish(exit_code=0 if outcome.status == "ok" else 1)
+    return outcome
 
+
+def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distributed.DistInfo,
+                     device: torch.device, peak: int | None) -> dict[str, Any]:
+    """The record's results, measurements and provenance."""
+    result = outcome.result
     timer = result.timer if result else None
     sps = timer.steps_per_second() if timer else None
-    peak = distributed.max_over_ranks(result.peak_memory_bytes if result else None, dinfo)
-    if not dinfo.is_main:
-        distributed.teardown(dinfo)
-        return {"status": status, "message": message, "rank": dinfo.rank, "test_acc": test_acc}
     tokens_per_step = p.trainer.batch_size * p.task.max_len * (2 if p.task.dual else 1)
     test_labels = data.labels["test"]
-    record = {
-        "run_id": run_id,
-        "attention": p.attention,
-        "task": p.task.name,
-        "profile": p.profile,
-        "seed": p.seed,
-        "config": resolved,
-        "config_hash": p.config_hash,
-        "status": status,
-        "message": message,
+    return {
         "best_val_acc": result.best_val_acc if result else None,
         "best_step": result.best_step if result else None,
-        "test_acc": test_acc,
+        "test_acc": outcome.test_acc,
         "test_examples": int(len(test_labels)),
         "val_examples": int(len(data.labels["val"])),
         "test_majority_rate": float(np.bincount(test_labels).max() / len(test_labels)),
@@ -327,27 +266,14 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
             "peak_bytes": peak,  # max over ranks
             "kind": memory_kind(device),
             "reset_ok": result.memory_reset if result else False,
-            "rss_before_training_bytes": baseline_rss,
+            "rss_before_training_bytes": outcome.baseline_rss,
         },
-        "params": params,
         "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
-        "torch_version": torch.__version__,
         "lra_bench_version": lra_bench.__version__,
         "python_version": platform.python_version(),
         "host": socket.gethostname(),
-        "git_commit": git_commit(),
         "dataset_fingerprint": data.meta["fingerprint"],
         "dataset_source": data.meta.get("source"),
         "synthetic": bool(data.meta.get("synthetic", False)),  # synthetic runs never enter an LRA score
         "data_cache_reused": data.reused,
-        "data_seconds": data_seconds,
-        "wall_time_s": time.time() - started,
-        "started_at": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(),
     }
-    path = write_record(record, p.results_dir)
-    if status in SKIP_STATUSES:  # finished: the record is the result. Otherwise keep them: a rerun resumes
-        checkpoint.clear(ckpt_dir)
-    distributed.teardown(dinfo)
-    log.info("record written to %s (status %s, test acc %s)", path, status, test_acc)
-    return record

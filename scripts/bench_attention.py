@@ -13,13 +13,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from omegaconf import OmegaConf  # noqa: E402
-
-from lra_bench.attention import list_attentions  # noqa: E402
-from lra_bench.benchmark import run_isolated  # noqa: E402
+from lra_bench.attention import list_attentions
+from lra_bench.bench.isolated import run_isolated
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "attention"
 
@@ -47,7 +44,7 @@ def main() -> None:
                       "model": {"dim": args.dim, "num_heads": args.heads}, "trainer": {"precision": "fp32"}}
             payload = {"mode": "attention", "config": config, "n": n, "batch": args.batch,
                        "warmup": args.warmup, "repeats": args.repeats, "device": args.device}
-            res = run_isolated("lra_bench.bench_cell", payload, args.timeout)
+            res = run_isolated("lra_bench.bench.cell", payload, args.timeout)
             rows.append({"attention": name, "n": n, **res})
             print(f"{name:>14} N={n:<6} {res.get('status')} median {res.get('median_s', float('nan')):.4f}s "
                   f"peak+{(res.get('peak_delta_bytes') or 0) / 2**20:.1f} MiB", file=sys.stderr, flush=True)

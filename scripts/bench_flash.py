@@ -19,17 +19,14 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+import torch.nn.functional as F
+from torch import Tensor
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import Tensor  # noqa: E402
-
-from lra_bench.attention.flash import FlashAttention  # noqa: E402
-from lra_bench.benchmark import peak_memory_of, time_callable  # noqa: E402
-from lra_bench.measure import reuse_freed_memory  # noqa: E402
+from lra_bench.attention.flash import FlashAttention
+from lra_bench.bench.memory import peak_memory_of, reuse_freed_memory
+from lra_bench.bench.timing import time_callable
 
 IMPLS = ("flash", "legacy", "bare")
 

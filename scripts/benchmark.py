@@ -9,15 +9,12 @@ such and the benchmark goes on.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lra_bench.efficiency import run_benchmark  # noqa: E402
-from lra_bench.errors import LRABenchError  # noqa: E402
+from lra_bench.bench.table2 import run_benchmark
+from lra_bench.errors import LRABenchError
 
 
 @hydra.main(config_path="../configs", config_name="benchmark", version_base="1.3")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -24,13 +23,12 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from lra_bench.build import plan
+from lra_bench.data.batches import train_batches
+from lra_bench.data.retrieval_fixture import write_fixture
+from lra_bench.train.loop import make_optimizer
 
-from lra_bench.data.batches import train_batches  # noqa: E402
-from lra_bench.data.retrieval_fixture import write_fixture  # noqa: E402
-from lra_bench.runner import plan  # noqa: E402
-from lra_bench.train.loop import make_optimizer  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SHARED = ROOT.parent / "shared" / "data"
 

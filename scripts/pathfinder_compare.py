@@ -17,12 +17,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from PIL import Image
 
-from lra_bench.data.pathfinder_generate import DIFFICULTIES, draw, spec_for  # noqa: E402
-from lra_bench.data.pathfinder_stats import image_statistics  # noqa: E402
+from lra_bench.data.pathfinder_generate import DIFFICULTIES, draw, spec_for
+from lra_bench.data.pathfinder_stats import image_statistics
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 from hydra import compose, initialize_config_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from lra_bench.build import build_task
+from lra_bench.errors import LRABenchError
 
-from lra_bench.errors import LRABenchError  # noqa: E402
-from lra_bench.runner import build_task  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def describe(overrides: list[str]) -> str:

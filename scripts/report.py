@@ -26,6 +26,9 @@ import sys
 import warnings
 from pathlib import Path
 
+import matplotlib
+
+matplotlib.use("Agg")  # this command writes files only; the library leaves the backend to its caller
 import matplotlib.pyplot as plt
 
 from lra_bench.paper import TASKS

@@ -20,7 +20,7 @@ DIM, HEADS, SEQ_LEN = 32, 4, 80
 
 def make(name: str, seq_len: int = SEQ_LEN, dropout: float = 0.0):
     torch.manual_seed(0)
-    factory = build_attention_factory(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"), name)
+    factory = build_attention_factory(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"))
     layer = factory(dim=DIM, num_heads=HEADS, seq_len=seq_len, dropout=dropout)
     return layer.eval()
 
@@ -58,7 +58,7 @@ def test_unknown_knob_fails_loudly(name):
     cfg = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
     cfg.not_a_knob = 3
     with pytest.raises(ConfigError, match="not_a_knob"):
-        build_attention_factory(cfg, name)
+        build_attention_factory(cfg)
 
 
 @pytest.mark.parametrize("name", list_attentions())
@@ -134,3 +134,15 @@ def test_rejects_sequences_longer_than_seq_len(name):
     layer = make(name)
     with pytest.raises(ValueError, match="seq_len"):
         layer(torch.randn(1, SEQ_LEN + 1, DIM), None)
+
+
+@pytest.mark.parametrize(("name", "knob", "bad"), [
+    ("performer", "nb_features", 0), ("performer", "kernel", "tanh"), ("linformer", "low_rank_features", 0),
+    ("gmlp", "expansion", 0), ("mlp_mixer", "hidden", 0), ("synthesizer", "mode", "sparse"), ("synthesizer", "k", 0),
+    ("compressed", "compression", 0), ("nystromformer", "conv_kernel", 2), ("rfa", "sigma", 0.0),
+    ("reformer", "n_buckets", 3), ("local", "block_size", SEQ_LEN + 1),
+])
+def test_a_knob_out_of_range_is_a_config_error_naming_it(name, knob, bad):
+    cls = get_attention_class(name)
+    with pytest.raises(ConfigError, match=knob):
+        cls(dim=DIM, num_heads=HEADS, seq_len=SEQ_LEN, dropout=0.0, **{knob: bad})

@@ -86,7 +86,7 @@ def test_reformer_one_bucket_equals_shared_qk_softmax(n_hashes):
     layer = build("reformer", n_buckets=1, chunk_len=64, n_hashes=n_hashes)
     x, mask = torch.randn(3, N, DIM), masks()
     with torch.no_grad():
-        q, _, v = rearrange(layer.qkv(x), "b n (three h d) -> three b h n d", three=3, h=HEADS)
+        q, v = rearrange(layer.qv(x), "b n (two h d) -> two b h n d", two=2, h=HEADS)  # each (B, H, N, D)
         scores = q @ F.normalize(q, dim=-1).transpose(-2, -1) / math.sqrt(layer.head_dim)  # keys = unit queries
         scores = scores.masked_fill(torch.eye(N, dtype=torch.bool), -1e5)  # self only as a last resort
         scores = scores.masked_fill(~mask[:, None, None, :], torch.finfo(scores.dtype).min)
@@ -101,7 +101,7 @@ def test_reformer_lone_token_attends_to_itself():
     mask = torch.zeros(1, 12, dtype=torch.bool)
     mask[0, 5] = True
     with torch.no_grad():
-        v = rearrange(layer.qkv(x), "b n (three h d) -> three b h n d", three=3, h=HEADS)[2]
+        v = rearrange(layer.qv(x), "b n (two h d) -> two b h n d", two=2, h=HEADS)[1]  # (B, H, N, D)
         want = layer.out(rearrange(v, "b h n d -> b n (h d)"))[0, 5]
         torch.testing.assert_close(layer(x, mask)[0, 5], want, rtol=1e-4, atol=1e-5)
 

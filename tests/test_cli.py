@@ -106,6 +106,7 @@ def test_logger_none_does_not_import_wandb(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_wandb_offline_one_run_per_job_grouped_by_sweep(tmp_path):
     proc = run_cli(tmp_path, "-m", "attention=softmax,linear", "profile=smoke", "logger=wandb",
                    "trainer.max_steps=4", "trainer.eval_every=2", timeout=300)

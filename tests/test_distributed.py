@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from lra_bench.records import read_records
 from tests.conftest import ROOT
 
@@ -22,6 +24,7 @@ def launch(tmp_path, name, prefix):
     return record
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_match_single_process(tmp_path):
     single = launch(tmp_path, "single", [sys.executable])
     ddp = launch(tmp_path, "ddp", [sys.executable, "-m", "torch.distributed.run", "--standalone",

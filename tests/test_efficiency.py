@@ -10,10 +10,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from lra_bench import benchmark
-from lra_bench.benchmark import run_isolated, time_callable
-from lra_bench.efficiency import run_benchmark
-from lra_bench.measure import peak_memory_bytes, reset_peak_memory
+from lra_bench.bench import timing
+from lra_bench.bench.isolated import run_isolated
+from lra_bench.bench.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.bench.table2 import run_benchmark
+from lra_bench.bench.timing import time_callable
 from lra_bench.records import checksum
 from lra_bench.reports.efficiency import fit_exponent, load_cells, scaling_plot, spearman, table2
 from tests.conftest import CONFIGS, compose_run
@@ -24,7 +25,7 @@ CPU = torch.device("cpu")
 def test_timer_excludes_warmup_and_reports_median_and_quartiles(monkeypatch):
     calls = []
     ticks = iter([0.0, 1.0, 10.0, 13.0, 20.0, 22.0, 30.0, 34.0, 40.0, 45.0])  # durations 1, 3, 2, 4, 5
-    monkeypatch.setattr(benchmark.time, "perf_counter", lambda: next(ticks))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(ticks))
     t = time_callable(lambda: calls.append(1), CPU, warmup=3, repeats=5)
     assert len(calls) == 8  # 3 untimed + 5 timed
     assert t.median_s == 3.0 and t.min_s == 1.0 and t.repeats == 5 and t.warmup == 3
@@ -49,8 +50,8 @@ def attention_payload(name: str, n: int, batch: int = 1) -> dict:
 
 
 def test_isolated_cells_measure_their_own_peak():
-    big = run_isolated("lra_bench.bench_cell", attention_payload("softmax", 2048, batch=2), timeout=300)
-    small = run_isolated("lra_bench.bench_cell", attention_payload("softmax", 256), timeout=300)
+    big = run_isolated("lra_bench.bench.cell", attention_payload("softmax", 2048, batch=2), timeout=300)
+    small = run_isolated("lra_bench.bench.cell", attention_payload("softmax", 256), timeout=300)
     assert big["status"] == small["status"] == "ok"
     # 2 x 2 heads x 2048^2 fp32 scores = 64 MiB per N x N tensor: the big cell must show it, the next must not
     assert big["peak_delta_bytes"] > 64 * 2**20
@@ -58,15 +59,16 @@ def test_isolated_cells_measure_their_own_peak():
 
 
 def test_oom_is_recorded_not_raised():
-    res = run_isolated("lra_bench.bench_cell", attention_payload("softmax", 8192, batch=2), timeout=300,
+    res = run_isolated("lra_bench.bench.cell", attention_payload("softmax", 8192, batch=2), timeout=300,
                        memory_limit_bytes=3 * 2**30)
     assert res["status"] == "oom", res
 
 
+@pytest.mark.slow
 def test_benchmark_resumes_and_records_oom_then_goes_on(tmp_path, monkeypatch):
     cfg = compose_run(["task=listops", "profile=smoke", "bench.seq_lens=[32,64,128]", "bench.modes=[model]",
                        "bench.repeats=1", "bench.warmup=0"], tmp_path, config_name="benchmark")
-    real = benchmark.run_isolated
+    real = run_isolated
     seen = []
 
     def fake(module, payload, timeout, memory_limit_bytes=None):
@@ -75,14 +77,14 @@ def test_benchmark_resumes_and_records_oom_then_goes_on(tmp_path, monkeypatch):
             return {"status": "oom", "message": "simulated"}
         return real(module, payload, timeout)
 
-    monkeypatch.setattr("lra_bench.efficiency.run_isolated", fake)
+    monkeypatch.setattr("lra_bench.bench.table2.run_isolated", fake)
     results = run_benchmark(cfg)
     assert [r["status"] for r in results] == ["ok", "oom", "oom"]
     assert "not run" in results[2]["message"] and seen == [32, 64]
     files = sorted((tmp_path / "bench").rglob("*.json"))
     assert len(files) == 3 and all(json.loads(f.read_text())["batch"] == 4 for f in files)
     seen.clear()
-    monkeypatch.setattr("lra_bench.efficiency.run_isolated", real)
+    monkeypatch.setattr("lra_bench.bench.table2.run_isolated", real)
     again = run_benchmark(cfg)  # the ok cell is skipped; the failed ones run again
     assert [r["status"] for r in again] == ["ok", "ok", "ok"]
     assert again[0]["created_at"] == results[0]["created_at"]

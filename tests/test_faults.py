@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lra_bench import atomic, records
+from lra_bench import files, records
 from lra_bench.records import read_records, write_record
 from lra_bench.runner import run
 from lra_bench.train import checkpoint
@@ -60,6 +60,7 @@ def reference(tmp_path_factory):
     return run(compose_run(LONG, root))
 
 
+@pytest.mark.slow
 def test_sigkill_mid_training_resumes_bit_exact(tmp_path, reference):
     proc = start(tmp_path, *LONG)
     wait_for_checkpoint(tmp_path, 60, proc)
@@ -76,6 +77,7 @@ def test_sigkill_mid_training_resumes_bit_exact(tmp_path, reference):
     assert not list((tmp_path / "cache" / "checkpoints").rglob("ckpt.pt")), "checkpoints kept after the record"
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_exits_for_requeue_then_resumes(tmp_path, reference):
     proc = start(tmp_path, *LONG)
     wait_for_checkpoint(tmp_path, 20, proc)
@@ -141,7 +143,7 @@ def test_disk_full_while_writing_a_record_keeps_the_previous_one(tmp_path, monke
         def __getattr__(self, name):
             return getattr(self.f, name)
 
-    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode, newline=None: FullFile(real_fdopen(fd, mode)))
+    monkeypatch.setattr(files.os, "fdopen", lambda fd, mode, newline=None: FullFile(real_fdopen(fd, mode)))
     with pytest.raises(OSError, match=f"no space left on {path.parent}"):
         write_record({**first, "test_acc": 0.99}, tmp_path / "runs")
     monkeypatch.undo()
@@ -227,6 +229,7 @@ def test_two_processes_write_one_store_without_loss_or_mixing(tmp_path):
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     args = ["-m", "attention=softmax,linear,local", "profile=smoke", "trainer.max_steps=60", "trainer.eval_every=30"]
     proc = subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(tmp_path),

@@ -115,6 +115,7 @@ def test_missing_data_dir_says_how_to_fix(tmp_path):
         ListOpsTask(data_dir=str(tmp_path)).check_source()
 
 
+@pytest.mark.slow
 def test_prepare_command_is_idempotent_and_reports_balance(tmp_path):
     import subprocess
     import sys

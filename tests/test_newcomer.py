@@ -104,6 +104,7 @@ def test_bars_show_at_a_terminal_only(monkeypatch):
         bars_enabled(FakeStream(tty=True))
 
 
+@pytest.mark.slow
 def test_live_bar_in_a_terminal_none_in_a_pipe_and_the_same_record(tmp_path):
     args = ["attention=softmax", "task=listops", "profile=smoke"]
     code, screen = run_in_terminal(args, cli_env(tmp_path / "tty"))
@@ -126,6 +127,7 @@ def test_live_bar_in_a_terminal_none_in_a_pipe_and_the_same_record(tmp_path):
         assert tty_record[key] == pipe_record[key], key
 
 
+@pytest.mark.slow
 def test_no_bar_in_sweep_jobs_even_at_a_terminal(tmp_path):
     code, screen = run_in_terminal(["-m", "attention=softmax", "profile=smoke", "trainer.max_steps=4",
                                     "trainer.eval_every=2"], cli_env(tmp_path))

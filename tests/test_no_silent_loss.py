@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from lra_bench import atomic, records
+from lra_bench import files, records
+from lra_bench.build import plan
 from lra_bench.errors import DiskFullError, RunInProgress
 from lra_bench.records import REQUIRED_FIELDS, read_records, run_dir, write_record
 from lra_bench.reports.table1 import load_runs, table1
 from lra_bench.runlock import run_lock
-from lra_bench.runner import plan, record_crash, run
+from lra_bench.runner import record_crash, run
 from lra_bench.train import checkpoint
 from lra_bench.train.loop import Preempted
 from tests.conftest import ROOT, compose_run
@@ -57,8 +58,10 @@ def test_a_run_held_by_another_process_is_skipped_with_its_holder(tmp_path):
     assert run(cfg)["status"] == "ok"  # released: the run goes ahead
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_config_train_once_and_keep_the_ok_record(tmp_path):
-    args = ["run.py", *SMOKE, "trainer.max_steps=200", "trainer.eval_every=100"]
+    # long enough (~10 s) that the second process (~3-4 s to start and reach the lock) finds it still running
+    args = ["run.py", *SMOKE, "trainer.max_steps=2000", "trainer.eval_every=1000"]
     first = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
@@ -105,7 +108,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_names_the_path_and
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1234 vs 1200")
 
     monkeypatch.setattr(checkpoint.torch, "save", fills_up)
-    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda path: type("U", (), {"free": 0})())
+    monkeypatch.setattr(files.shutil, "disk_usage", lambda path: type("U", (), {"free": 0})())
     rec = run(cfg)
     ckpt_dir = tmp_path / "cache" / "checkpoints" / "listops" / "softmax" / rec["run_id"]
     assert rec["status"] == "failed"
@@ -120,7 +123,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_names_the_path_and
 
 
 def test_full_results_disk_names_the_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda path: type("U", (), {"free": 10})())
+    monkeypatch.setattr(files.shutil, "disk_usage", lambda path: type("U", (), {"free": 10})())
 
     def full_write(*args, **kwargs):
         raise OSError(28, "No space left on device")
@@ -181,6 +184,7 @@ def test_every_reader_rejects_a_record_without_its_checksum(tmp_path):
 # --------------------------------------------------------------------------------------------- 7: preemption
 
 
+@pytest.mark.slow
 def test_sigterm_during_data_preparation_exits_for_requeue(tmp_path):
     args = ["run.py", "profile=smoke", "task.generator.num_train=200000"]  # generation takes a while
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE,

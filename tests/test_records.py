@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from lra_bench import atomic
-from lra_bench.records import REQUIRED_FIELDS, read_records, write_json_atomic, write_record
+from lra_bench import files
+from lra_bench.files import write_json_atomic
+from lra_bench.records import REQUIRED_FIELDS, read_records, write_record
 from lra_bench.runner import run
 
 
@@ -52,7 +53,7 @@ def test_atomic_write_keeps_previous_file_when_interrupted(tmp_path, monkeypatch
     def failing_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(atomic.os, "replace", failing_replace)
+    monkeypatch.setattr(files.os, "replace", failing_replace)
     with pytest.raises(OSError):
         write_json_atomic(target, {"v": 2})
     monkeypatch.undo()

@@ -1,14 +1,24 @@
-"""Sweep presets and launchers compose; a joblib sweep runs jobs in parallel processes."""
+"""Sweeps as they run: the jobs of the LRA preset and of scripts/sweep_cpu.sh, expanded the way Hydra expands them,
+each pass the config checks (one invalid job would stop a multirun); launchers compose; joblib runs jobs in parallel."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import shlex
 import subprocess
 import sys
 
+import pytest
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob
+
 from lra_bench.attention import list_attentions
+from lra_bench.build import plan
+from lra_bench.data.retrieval_fixture import write_fixture
 from lra_bench.records import read_records
-from tests.conftest import ROOT
+from tests.conftest import CONFIGS, ROOT, compose_run
 
 
 def cli(tmp_path, *args, timeout=300):
@@ -17,13 +27,51 @@ def cli(tmp_path, *args, timeout=300):
                           timeout=timeout)
 
 
-def test_lra_preset_sweeps_every_attention_task_and_seed(tmp_path):
+def expand(overrides: list[str]) -> list[list[str]]:
+    """Every job of a multirun over ``overrides``, with Hydra's parser (a glob matches the group's config files)."""
+    choices = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.get_key_element()
+        if isinstance(override.value(), Glob):
+            values = override.value().filter(sorted(p.stem for p in (CONFIGS / key).glob("*.yaml")))
+        elif override.is_sweep_override():
+            values = list(override.sweep_string_iterator())
+        else:
+            values = [override.get_value_element_as_str()]
+        choices.append([f"{key}={v}" for v in values])
+    return [list(job) for job in itertools.product(*choices)]
+
+
+def plans_every_job(jobs: list[list[str]], tmp_path, extra: list[str]) -> None:
+    fixture = write_fixture(tmp_path / "aan", sizes=(4, 2, 2))
+    for job in jobs:
+        data = [f"task.data_dir={fixture}"] if "task=retrieval" in job else []  # no AAN here: a tiny stand-in
+        plan(compose_run([*job, *extra, *data], tmp_path))
+
+
+@pytest.mark.slow
+def test_lra_preset_runs_every_registered_attention_on_valid_jobs(tmp_path):
+    params = yaml.safe_load((CONFIGS / "sweep" / "lra.yaml").read_text())["hydra"]["sweeper"]["params"]
+    jobs = expand([f"{key}={value}" for key, value in params.items()])
+    assert sorted({job[0].split("=")[1] for job in jobs}) == list_attentions()  # a new variant joins by itself
+    one_seed = [job for job in jobs if job[-1] == "seed=0"]
+    plans_every_job(one_seed, tmp_path, ["profile=quick"])
     proc = cli(tmp_path, "+sweep=lra", "--cfg", "hydra")
     assert proc.returncode == 0, proc.stderr
-    assert "attention: glob(*)" in proc.stdout
-    assert "task: listops,text,retrieval,image,pathfinder" in proc.stdout and "seed: 0,1,2" in proc.stdout
     assert "mode: MULTIRUN" in proc.stdout
-    assert len(list_attentions()) >= 19
+
+
+def test_cpu_sweep_script_jobs_are_valid(tmp_path):
+    """scripts/sweep_cpu.sh's commands (not its comments), expanded: each job passes its config checks."""
+    script = (ROOT / "scripts" / "sweep_cpu.sh").read_text().splitlines()
+    sweep_line = next(line for line in script if line.startswith("sweep=("))
+    sweep = [a for a in shlex.split(sweep_line[len("sweep=("):-1]) if a != "-m" and not a.startswith("hydra")]
+    commands = [shlex.split(line) for line in script if line.startswith('python run.py "${sweep[@]}"')]
+    assert commands, "no sweep command found in scripts/sweep_cpu.sh"
+    for command in commands:
+        own = [a for a in command[3:] if not a.startswith("task.data_dir=")]  # DATA is this machine's folder
+        jobs = expand([*sweep, *own])
+        plans_every_job(jobs, tmp_path, [])
 
 
 def test_slurm_launcher_config_composes(tmp_path):
@@ -31,10 +79,10 @@ def test_slurm_launcher_config_composes(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in out
-    for line in ("partition: gpu", "gpus_per_node: 1", "max_num_timeout: 5", "timeout_min: 720"):
-        assert line in out, line
+    assert "partition: gpu" in out  # the command line reaches the launcher
 
 
+@pytest.mark.slow
 def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     proc = cli(tmp_path, "-m", "attention=softmax,linear", "profile=smoke", "hydra/launcher=joblib",
                "hydra.launcher.n_jobs=2", "trainer.max_steps=6", "trainer.eval_every=3")
@@ -42,20 +90,3 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     recs = read_records(tmp_path / "runs")
     assert sorted(r["attention"] for r in recs) == ["linear", "softmax"]
     assert all(r["status"] == "ok" for r in recs)
-
-
-def test_every_attention_builds_for_every_task_of_the_cpu_sweep(tmp_path):
-    """scripts/sweep_cpu.sh runs every attention x task at profile=quick: each job must pass its config checks
-    (a job failing validation would stop the multirun)."""
-    from lra_bench.data.retrieval_fixture import write_fixture
-    from lra_bench.runner import plan
-    from tests.conftest import compose_run
-
-    fixture = write_fixture(tmp_path / "aan", sizes=(4, 2, 2))
-    script = (ROOT / "scripts" / "sweep_cpu.sh").read_text()
-    for task in ("listops", "text", "retrieval", "image", "pathfinder"):
-        assert f"task={task}" in script  # retrieval: in the comment that says how to add it
-        extra = [f"task.data_dir={fixture}"] if task == "retrieval" else []
-        for name in list_attentions():
-            p = plan(compose_run([f"attention={name}", f"task={task}", "profile=quick", *extra], tmp_path))
-            assert p.profile == "quick" and p.task.max_len in (128, 256), (task, name)

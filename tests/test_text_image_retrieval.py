@@ -7,6 +7,7 @@ import io
 import numpy as np
 import pytest
 
+from lra_bench.build import plan
 from lra_bench.data import bytes as byte_tokens
 from lra_bench.data import image_task, text_task
 from lra_bench.data.image_task import ImageTask, downsample, grayscale, grayscale_reference
@@ -14,7 +15,7 @@ from lra_bench.data.retrieval_fixture import FILES, MARKERS, write_fixture
 from lra_bench.data.retrieval_task import RELEASE_URL, RetrievalTask, read_tsv
 from lra_bench.data.text_task import TextTask
 from lra_bench.errors import ConfigError, DataError
-from lra_bench.runner import plan, run
+from lra_bench.runner import run
 from tests.conftest import compose_run, shared_data
 
 CIFAR_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

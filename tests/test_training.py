@@ -19,7 +19,7 @@ from tests.conftest import CONFIGS
 
 
 def tiny_model(attention: str = "softmax", max_len: int = 64, vocab: int = 17, classes: int = 10) -> Classifier:
-    factory = build_attention_factory(OmegaConf.load(CONFIGS / "attention" / f"{attention}.yaml"), attention)
+    factory = build_attention_factory(OmegaConf.load(CONFIGS / "attention" / f"{attention}.yaml"))
     encoder = Encoder(factory, vocab, max_len, 0, dim=32, depth=1, num_heads=2, mlp_dim=64, dropout=0.0,
                       positions="sinusoidal", pool="mean")
     return Classifier(encoder, mlp_dim=64, num_classes=classes)
@@ -128,7 +128,7 @@ FTZ_PROBE = """
 import sys, torch
 from pathlib import Path
 from tests.conftest import compose_run
-from lra_bench.runner import plan
+from lra_bench.build import plan
 plan(compose_run(["profile=smoke", "trainer.flush_denormal=" + sys.argv[1]], Path(sys.argv[2])))
 y = torch.full((4_000_000,), 1e-39) * 1.5  # float32 denormals, multiplied by every intra-op worker thread
 print((y == 0).float().mean().item())

@@ -1,16 +1,17 @@
 """Attention zoo. Importing this package imports every module in it, so each variant registers.
 
-Adding a variant = adding ``lra_bench/attention/NAME.py`` (a subclass of ``Attention`` with
-``name = "NAME"``) and ``configs/attention/NAME.yaml``; nothing else needs editing.
+Adding a variant = adding ``lra_bench/attention/NAME.py`` (a subclass of ``Attention`` -- or of ``TokenMixer``
+for a mixer without queries and keys -- with ``name = "NAME"``) and ``configs/attention/NAME.yaml``; nothing
+else needs editing.
 """
 
 import importlib
 import pkgutil
 
-from lra_bench.attention.base import Attention, get_attention_class, key_padding_bias, list_attentions
+from lra_bench.attention.base import Attention, TokenMixer, get_attention_class, key_padding_bias, list_attentions
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base" and not _module.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["Attention", "get_attention_class", "key_padding_bias", "list_attentions"]
+__all__ = ["Attention", "TokenMixer", "get_attention_class", "key_padding_bias", "list_attentions"]

@@ -14,9 +14,14 @@ Contract (public, documented in the README as "add your own attention"):
       query positions must be finite but are otherwise unspecified (pooling ignores them).
     * Anything random (hashes, features, random blocks) is fixed in ``eval()`` mode.
 
+Two base classes:
+    * ``TokenMixer``: the contract checks, the output dropout and the registry. Mixers without the q/k/v shape
+      (FNet, gMLP, MLP-Mixer, Synthesizer, shared-QK Reformer) subclass it, build the parameters they use and
+      implement ``forward``.
+    * ``Attention(TokenMixer)``: adds the fused q/k/v and output projections; subclasses implement
+      ``attend(q, k, v, mask)`` only.
 A subclass declares ``name`` (== file stem == config stem); declaring it registers the class so
-``list_attentions()`` can enumerate the zoo. Most variants implement ``attend(q, k, v, mask)``
-only; variants that break the q/k/v shape (shared-QK, token mixers) override ``forward``.
+``list_attentions()`` can enumerate the zoo.
 """
 
 from __future__ import annotations
@@ -31,14 +36,19 @@ from torch import Tensor, nn
 from lra_bench.errors import ConfigError
 
 
-class Attention(nn.Module, abc.ABC):
-    """Multi-head self-attention layer over a right- or arbitrarily-padded batch (no causal mask).
+class TokenMixer(nn.Module, abc.ABC):
+    """A layer that mixes information across the tokens of a right- or arbitrarily-padded batch (no causal mask).
+
+    Holds what every variant shares: the encoder's four arguments and their checks, the input contract check, the
+    output dropout and the registry. Mixers without queries and keys (FNet, gMLP, MLP-Mixer, Synthesizer, shared-QK
+    Reformer) subclass this and implement ``forward`` with the parameters they need; q/k/v attention subclasses
+    ``Attention``.
 
     Args:
         dim: model width C; must be divisible by ``num_heads``.
         num_heads: number of heads H.
         seq_len: the longest N this layer will see (task length, +1 with a CLS token).
-        dropout: dropout on the attention weights / output projection.
+        dropout: dropout on the layer's output.
     """
 
     name: ClassVar[str]
@@ -46,15 +56,15 @@ class Attention(nn.Module, abc.ABC):
     #: (checked by tests/test_attention_contract.py). False for mechanisms whose mixing depends on
     #: the padded length itself (e.g. a Fourier transform over N, LSH chunking of N positions).
     truncation_exact: ClassVar[bool] = True
-    _registry: ClassVar[dict[str, type[Attention]]] = {}
+    _registry: ClassVar[dict[str, type[TokenMixer]]] = {}
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
-            other = Attention._registry.get(cls.name)
+            other = TokenMixer._registry.get(cls.name)
             if other is not None and other.__qualname__ != cls.__qualname__:
                 raise ValueError(f"duplicate attention name {cls.name!r}: {other} and {cls}")
-            Attention._registry[cls.name] = cls
+            TokenMixer._registry[cls.name] = cls
 
     def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float) -> None:
         super().__init__()
@@ -71,18 +81,11 @@ class Attention(nn.Module, abc.ABC):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.seq_len = seq_len
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
         self.out_drop = nn.Dropout(dropout)
 
+    @abc.abstractmethod
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        self.check_input(x, mask)
-        q, k, v = rearrange(
-            self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.num_heads
-        )  # each (B, H, N, D)
-        y = self.attend(q, k, v, mask)  # (B, H, N, D)
-        y = rearrange(y, "b h n d -> b n (h d)")  # (B, N, C)
-        return self.out_drop(self.out(y))
+        """x: (B, N, C); mask: (B, N) bool, True = real, or None. Returns (B, N, C)."""
 
     def require_block_fits(self, knob: str, value: int) -> None:
         """A block/chunk knob must be in [1, seq_len]: a clear ConfigError otherwise (before any data is loaded)."""
@@ -91,10 +94,6 @@ class Attention(nn.Module, abc.ABC):
                 f"attention={self.name}: {knob}={value} must be between 1 and seq_len={self.seq_len} "
                 f"(the task's max_len, +1 with a CLS token); set attention.{knob} to at most {self.seq_len}"
             )
-
-    @abc.abstractmethod
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """q, k, v: (B, H, N, D); mask: (B, N) bool, True = real, or None. Returns (B, H, N, D)."""
 
     def check_input(self, x: Tensor, mask: Tensor | None) -> None:
         """Fail with a clear message on a contract violation (cheap shape checks only)."""
@@ -109,6 +108,31 @@ class Attention(nn.Module, abc.ABC):
                 f"mask must be bool of shape {tuple(x.shape[:2])} (True = real token), "
                 f"got {mask.dtype} {tuple(mask.shape)}"
             )
+
+
+class Attention(TokenMixer):
+    """Multi-head self-attention: a fused q/k/v projection, ``attend`` per head, an output projection.
+
+    Subclasses implement ``attend(q, k, v, mask)`` only (the arguments are those of ``TokenMixer``).
+    """
+
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.check_input(x, mask)
+        q, k, v = rearrange(
+            self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.num_heads
+        )  # each (B, H, N, D)
+        y = self.attend(q, k, v, mask)  # (B, H, N, D)
+        y = rearrange(y, "b h n d -> b n (h d)")  # (B, N, C)
+        return self.out_drop(self.out(y))
+
+    @abc.abstractmethod
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """q, k, v: (B, H, N, D); mask: (B, N) bool, True = real, or None. Returns (B, H, N, D)."""
 
 
 def key_padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -127,12 +151,12 @@ def list_attentions() -> list[str]:
     """Names of every registered attention variant, sorted."""
     import lra_bench.attention  # noqa: F401  (imports every variant so they register)
 
-    return sorted(Attention._registry)
+    return sorted(TokenMixer._registry)
 
 
-def get_attention_class(name: str) -> type[Attention]:
+def get_attention_class(name: str) -> type[TokenMixer]:
     """The class registered under ``name``; a clear error listing valid names otherwise."""
     names = list_attentions()
-    if name not in Attention._registry:
+    if name not in TokenMixer._registry:
         raise ConfigError(f"unknown attention {name!r}; valid names: {', '.join(names)}")
-    return Attention._registry[name]
+    return TokenMixer._registry[name]

@@ -21,6 +21,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, key_padding_bias
+from lra_bench.errors import ConfigError
 
 
 class CompressedAttention(Attention):
@@ -45,7 +46,7 @@ class CompressedAttention(Attention):
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if compression <= 0:
-            raise ValueError(f"compression must be positive, got {compression}")
+            raise ConfigError(f"attention=compressed: compression must be positive, got {compression}")
         self.compression = compression
         self.conv_k = nn.Conv1d(dim, dim, kernel_size=compression, stride=compression)
         self.conv_v = nn.Conv1d(dim, dim, kernel_size=compression, stride=compression)

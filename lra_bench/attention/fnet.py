@@ -14,25 +14,18 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import TokenMixer
 
 
-class FNetMixing(Attention):
+class FNetMixing(TokenMixer):
     """Re(FFT₂(x)) over (sequence, hidden); replaces attention, has no weights.
 
     Args:
-        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``); heads are unused.
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``TokenMixer``); heads are unused.
     """
 
     name = "fnet"
     truncation_exact = False
-
-    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float) -> None:
-        super().__init__(dim, num_heads, seq_len, dropout)
-        del self.qkv, self.out  # the paper's Fourier sublayer has no projections
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:  # pragma: no cover
-        raise NotImplementedError("FNet mixes tokens in forward(); it has no q/k/v")
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         self.check_input(x, mask)

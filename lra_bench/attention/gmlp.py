@@ -17,14 +17,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import TokenMixer
+from lra_bench.errors import ConfigError
 
 
-class GMLPSpatialGating(Attention):
+class GMLPSpatialGating(TokenMixer):
     """Channel projection, spatial gating unit, output projection (the gMLP block minus its residual).
 
     Args:
-        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``); heads are unused.
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``TokenMixer``); heads are unused.
         expansion: width of each gMLP half as a multiple of ``dim`` (paper: d_ffn = 6·d_model for the
             full block; 1 keeps the parameter count close to the attention it replaces).
         init_eps: spatial weights start uniform in ±init_eps/seq_len (paper: "near zero"; 1/seq_len keeps
@@ -44,18 +45,14 @@ class GMLPSpatialGating(Attention):
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if expansion <= 0:
-            raise ValueError(f"expansion must be positive, got {expansion}")
+            raise ConfigError(f"attention=gmlp: expansion must be positive, got {expansion}")
         hidden = expansion * dim
-        del self.qkv, self.out
         self.proj_in = nn.Linear(dim, 2 * hidden)  # (C -> 2E)
         self.norm = nn.LayerNorm(hidden)
         bound = init_eps / seq_len
         self.spatial_weight = nn.Parameter(torch.empty(seq_len, seq_len).uniform_(-bound, bound))  # (seq_len, seq_len)
         self.spatial_bias = nn.Parameter(torch.ones(seq_len))  # (seq_len,)
         self.proj_out = nn.Linear(hidden, dim)  # (E -> C)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:  # pragma: no cover
-        raise NotImplementedError("gMLP mixes tokens in forward(); it has no q/k/v")
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         self.check_input(x, mask)

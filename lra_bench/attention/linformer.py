@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
 
 
 class LinformerAttention(Attention):
@@ -43,7 +44,7 @@ class LinformerAttention(Attention):
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if low_rank_features <= 0:
-            raise ValueError(f"low_rank_features must be positive, got {low_rank_features}")
+            raise ConfigError(f"attention=linformer: low_rank_features must be positive, got {low_rank_features}")
         std = 1.0 / math.sqrt(low_rank_features)
         self.proj_k = nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # E: (seq_len, M)
         self.proj_v = None if share_kv else nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # F

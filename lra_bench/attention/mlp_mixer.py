@@ -18,14 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import TokenMixer
+from lra_bench.errors import ConfigError
 
 
-class MLPMixerTokenMixing(Attention):
+class MLPMixerTokenMixing(TokenMixer):
     """Token-mixing MLP seq_len -> hidden -> seq_len (sliced to N), applied to every channel.
 
     Args:
-        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``); heads are unused.
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``TokenMixer``); heads are unused.
         hidden: token-mixing MLP width D_S (paper: 256 for ViT-B/16-sized Mixers).
     """
 
@@ -34,15 +35,11 @@ class MLPMixerTokenMixing(Attention):
     def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, hidden: int = 256) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if hidden <= 0:
-            raise ValueError(f"hidden must be positive, got {hidden}")
-        del self.qkv, self.out
+            raise ConfigError(f"attention=mlp_mixer: hidden must be positive, got {hidden}")
         self.w1 = nn.Parameter(torch.randn(hidden, seq_len) / math.sqrt(seq_len))  # (hidden, seq_len)
         self.b1 = nn.Parameter(torch.zeros(hidden))  # (hidden,)
         self.w2 = nn.Parameter(torch.randn(seq_len, hidden) / math.sqrt(hidden))  # (seq_len, hidden)
         self.b2 = nn.Parameter(torch.zeros(seq_len))  # (seq_len,)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:  # pragma: no cover
-        raise NotImplementedError("MLP-Mixer mixes tokens in forward(); it has no q/k/v")
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         self.check_input(x, mask)

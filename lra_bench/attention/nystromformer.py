@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, key_padding_bias
+from lra_bench.errors import ConfigError
 
 
 def iterative_pinv(mat: Tensor, iterations: int) -> Tensor:
@@ -65,11 +66,13 @@ class NystromformerAttention(Attention):
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if num_landmarks <= 0 or pinv_iterations < 0 or conv_kernel < 0:
-            raise ValueError("num_landmarks must be > 0, pinv_iterations and conv_kernel >= 0")
+            raise ConfigError(f"attention=nystromformer: need num_landmarks > 0, pinv_iterations >= 0 and "
+                              f"conv_kernel >= 0, got {num_landmarks}, {pinv_iterations}, {conv_kernel}")
         self.num_landmarks = num_landmarks
         self.pinv_iterations = pinv_iterations
         if conv_kernel > 0 and conv_kernel % 2 == 0:
-            raise ValueError(f"conv_kernel must be odd (same-length output), got {conv_kernel}")
+            raise ConfigError(f"attention=nystromformer: conv_kernel must be odd (same-length output) or 0, "
+                              f"got {conv_kernel}")
         # depthwise over heads: a (kernel x 1) filter per head slides along N, shared across D
         self.conv = None
         if conv_kernel > 0:

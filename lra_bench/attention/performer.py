@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lra_bench.attention.base import Attention
+from lra_bench.config import check_choice
+from lra_bench.errors import ConfigError
 
 
 def orthogonal_gaussian(num_rows: int, dim: int, device: torch.device | None = None) -> Tensor:
@@ -74,6 +76,9 @@ def linear_attention_from_features(phi_q: Tensor, phi_k: Tensor, v: Tensor) -> T
     return torch.einsum("bhnm,bhmd->bhnd", phi_q, kv) / denom.clamp_min(1e-30)[..., None]  # (B, H, N, D)
 
 
+Kernel = Literal["softmax", "relu"]
+
+
 class PerformerAttention(Attention):
     """FAVOR+ attention; ``kernel='softmax'`` (positive random features) or ``'relu'`` (generalized).
 
@@ -94,14 +99,14 @@ class PerformerAttention(Attention):
         seq_len: int,
         dropout: float,
         nb_features: int = 256,
-        kernel: Literal["softmax", "relu"] = "softmax",
+        kernel: Kernel = "softmax",
         redraw_interval: int = 1000,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if nb_features <= 0 or redraw_interval < 0:
-            raise ValueError("nb_features must be > 0 and redraw_interval >= 0")
-        if kernel not in ("softmax", "relu"):
-            raise ValueError(f"kernel must be 'softmax' or 'relu', got {kernel!r}")
+            raise ConfigError(f"attention=performer: nb_features must be > 0 and redraw_interval >= 0, got "
+                              f"{nb_features} and {redraw_interval}; fix attention.nb_features / redraw_interval")
+        check_choice("attention=performer", "kernel", kernel, Kernel)
         self.nb_features = nb_features
         self.kernel = kernel
         self.redraw_interval = redraw_interval

@@ -23,18 +23,18 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention._blocks import combine_by_lse, pad_dim, real_keys
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import TokenMixer
 from lra_bench.errors import ConfigError
 
 MAX_DEFAULT_BUCKETS = 64
 SELF_SCORE = -1e5  # score of a token attending to itself (Reformer §2: "unless no other targets are available")
 
 
-class ReformerAttention(Attention):
+class ReformerAttention(TokenMixer):
     """Multi-round LSH attention on shared QK (Reformer).
 
     Args:
-        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``TokenMixer``).
         n_hashes: hashing rounds R.
         chunk_len: chunk length c of the sorted sequence (LRA reformer chunk_len 10).
         n_buckets: hash buckets (even, or 1); None = min(2·⌈seq_len / chunk_len⌉, 64) (paper: n_buckets = 2l/m;
@@ -67,6 +67,8 @@ class ReformerAttention(Attention):
                 f"{n_hashes}, {chunk_len}, {n_buckets}"
             )
         self.n_hashes, self.chunk_len, self.n_buckets = n_hashes, chunk_len, n_buckets
+        self.qv = nn.Linear(dim, 2 * dim)  # shared QK: queries (= keys, normalised) and values only
+        self.out = nn.Linear(dim, dim)
         self.attn_drop = nn.Dropout(attn_dropout)
         g = torch.Generator().manual_seed(seed)
         self.register_buffer("eval_rotations", torch.randn(self.rotation_shape(), generator=g))  # (H, R, D, nb/2)
@@ -76,17 +78,10 @@ class ReformerAttention(Attention):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         self.check_input(x, mask)
-        c = self.dim
-        w, b = self.qkv.weight, self.qkv.bias  # rows [q | k | v]; shared QK uses the q and v rows only
-        qv = F.linear(x, torch.cat([w[:c], w[2 * c :]]), torch.cat([b[:c], b[2 * c :]]))  # (B, N, 2C)
-        q, v = rearrange(qv, "b n (two h d) -> two b h n d", two=2, h=self.num_heads)  # each (B, H, N, D)
+        q, v = rearrange(self.qv(x), "b n (two h d) -> two b h n d", two=2, h=self.num_heads)  # each (B, H, N, D)
         y = self.lsh_attend(q, v, mask)  # (B, H, N, D)
         y = rearrange(y, "b h n d -> b n (h d)")  # (B, N, C)
         return self.out_drop(self.out(y))
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """Shared-QK: the key projection is ignored, keys are the normalised queries."""
-        return self.lsh_attend(q, v, mask)
 
     def buckets(self, q: Tensor, real: Tensor) -> Tensor:
         """(B, H, Np, D), real (B, Np) -> bucket ids (B, H, R, Np); padded positions get bucket n_buckets."""

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
 
 
 class RFAAttention(Attention):
@@ -53,7 +54,8 @@ class RFAAttention(Attention):
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if num_features <= 0 or sigma <= 0 or redraw_interval < 0:
-            raise ValueError("num_features and sigma must be > 0, redraw_interval >= 0")
+            raise ConfigError(f"attention=rfa: need num_features > 0, sigma > 0 and redraw_interval >= 0, got "
+                              f"{num_features}, {sigma}, {redraw_interval}")
         self.num_features = num_features
         self.redraw_interval = redraw_interval
         self.eps = eps

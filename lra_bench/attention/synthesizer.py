@@ -23,14 +23,18 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention, key_padding_bias
+from lra_bench.attention.base import TokenMixer, key_padding_bias
+from lra_bench.config import check_choice
+from lra_bench.errors import ConfigError
+
+Mode = Literal["dense", "random", "factorized_random"]
 
 
-class SynthesizerAttention(Attention):
+class SynthesizerAttention(TokenMixer):
     """Synthetic attention weights (dense / random / factorized_random) applied to projected values.
 
     Args:
-        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``TokenMixer``).
         mode: ``dense``, ``random`` or ``factorized_random`` (LRA code default ``random``).
         k: rank of the factorized random logits (LRA: 32).
         trainable_random: learn the random logits (else a fixed buffer).
@@ -46,22 +50,24 @@ class SynthesizerAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        mode: Literal["dense", "random", "factorized_random"] = "random",
+        mode: Mode = "random",
         k: int = 32,
         trainable_random: bool = True,
         ignore_dot_product: bool = False,
         attn_dropout: float = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
-        if mode not in ("dense", "random", "factorized_random"):
-            raise ValueError(f"mode must be dense, random or factorized_random, got {mode!r}")
+        check_choice("attention=synthesizer", "mode", mode, Mode)
         if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
+            raise ConfigError(f"attention=synthesizer: k must be positive, got {k}")
         self.mode = mode
         self.ignore_dot_product = ignore_dot_product
-        if ignore_dot_product:
-            del self.qkv  # q and k would be unused parameters
+        if ignore_dot_product:  # values only: q and k would be unused parameters
+            self.out = nn.Linear(dim, dim)
             self.value = nn.Linear(dim, dim)
+        else:  # the dot product QKᵀ/√D is added to the synthetic logits (same creation order as Attention's)
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.out = nn.Linear(dim, dim)
         if mode == "dense":
             self.dense_in = nn.Linear(dim, dim)  # (C -> H·D), LRA's DenseGeneral(features=(H, D))
             self.dense_out = nn.Linear(self.head_dim, seq_len)  # (D -> seq_len), shared by heads
@@ -75,9 +81,6 @@ class SynthesizerAttention(Attention):
             self.factor_1 = nn.Parameter(torch.randn(num_heads, seq_len, k) * k**-0.5)  # (H, seq_len, k)
             self.factor_2 = nn.Parameter(torch.randn(num_heads, seq_len, k) * k**-0.5)  # (H, seq_len, k)
         self.attn_drop = nn.Dropout(attn_dropout)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:  # pragma: no cover
-        raise NotImplementedError("Synthesizer builds its weights in forward() from x, not from q/k")
 
     def synthetic_logits(self, x: Tensor) -> Tensor:
         """(B, N, C) -> (B or 1, H, N, N) synthetic logits (no mask)."""

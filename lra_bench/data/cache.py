@@ -8,7 +8,6 @@ and two processes racing to build the same entry both end up reading one complet
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,19 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from lra_bench.files import stable_hash
+
 META = "meta.json"
-
-
-def stable_hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lra_bench.atomic import atomic_open
 from lra_bench.errors import DataError
+from lra_bench.files import atomic_open
 
 SPLITS = ("train", "val", "test")
 HEADER = ("Source", "Target")

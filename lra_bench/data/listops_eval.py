@@ -1,6 +1,6 @@
 """An independent ListOps evaluator: a stack machine over LRA tokens, no tree, no generator code.
 
-Used by tests and by ``scripts/prepare_data.py --verify`` to check every label of a file.
+Used by the tests to check every label of a generated or downloaded file against the generator's answers.
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@ import numpy as np
 
 from lra_bench.config import positive, to_dataclass
 from lra_bench.data import listops
-from lra_bench.data.cache import CachedSplits, file_sha256, load_or_build, stable_hash
+from lra_bench.data.cache import CachedSplits, load_or_build
 from lra_bench.data.listops_generate import ListOpsSpec, effective_workers, generate
 from lra_bench.data.task import Task
 from lra_bench.errors import ConfigError, DataError
+from lra_bench.files import file_sha256, stable_hash
 
 log = logging.getLogger(__name__)
 

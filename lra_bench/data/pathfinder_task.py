@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from lra_bench.data import pathfinder
-from lra_bench.data.cache import CachedSplits, load_or_build, stable_hash
+from lra_bench.data.cache import CachedSplits, load_or_build
 from lra_bench.data.pathfinder_generate import GENERATOR_VERSION, RESOLUTION_PRESETS, generate, spec_for
 from lra_bench.data.pixels import pool_pixels
 from lra_bench.data.task import SPLITS, Task
 from lra_bench.errors import ConfigError, DataError
+from lra_bench.files import stable_hash
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from lra_bench.data import bytes as byte_tokens
-from lra_bench.data.cache import CachedSplits, file_sha256, load_or_build, stable_hash
+from lra_bench.data.cache import CachedSplits, load_or_build
 from lra_bench.data.task import Task
 from lra_bench.data.text_task import check_subset_sizes, subsample
 from lra_bench.errors import ConfigError, DataError
+from lra_bench.files import file_sha256, stable_hash
 
 log = logging.getLogger(__name__)
 

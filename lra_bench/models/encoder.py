@@ -18,7 +18,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import TokenMixer
 from lra_bench.errors import ConfigError
 
 
@@ -42,7 +42,7 @@ class MLP(nn.Sequential):
 class Block(nn.Module):
     """Pre-LN residual block: attention then MLP."""
 
-    def __init__(self, attention: Attention, dim: int, mlp_dim: int, dropout: float) -> None:
+    def __init__(self, attention: TokenMixer, dim: int, mlp_dim: int, dropout: float) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
         self.attn = attention
@@ -69,7 +69,7 @@ class Encoder(nn.Module):
 
     def __init__(
         self,
-        attention: Callable[..., Attention],
+        attention: Callable[..., TokenMixer],
         vocab_size: int,
         max_len: int,
         pad_id: int | None,

@@ -1,14 +1,16 @@
-"""Build the attention factory and the model from their config sections, validated first."""
+"""The attention factory: an attention config section, validated against its class, as the partial the encoder
+completes with ``dim``, ``num_heads``, ``seq_len`` and ``dropout``."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
-from hydra.utils import get_class, instantiate
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.attention.base import Attention, get_attention_class
+from lra_bench.attention.base import TokenMixer
 from lra_bench.config import check_kwargs
 from lra_bench.errors import ConfigError
 
@@ -16,8 +18,8 @@ from lra_bench.errors import ConfigError
 ENCODER_SUPPLIED = ("dim", "num_heads", "seq_len", "dropout")
 
 
-def attention_name(cfg: DictConfig) -> str:
-    """The registry name of the class an attention config points at."""
+def attention_class(cfg: DictConfig) -> type[TokenMixer]:
+    """The registered class ``cfg._target_`` names (resolved once, from its import path)."""
     target = cfg.get("_target_")
     if not target:
         raise ConfigError("attention config has no _target_; see configs/attention/softmax.yaml for the format")
@@ -25,19 +27,23 @@ def attention_name(cfg: DictConfig) -> str:
         cls = get_class(target)
     except Exception as e:
         raise ConfigError(f"attention _target_ {target!r} cannot be imported: {e}") from e
-    if not (isinstance(cls, type) and issubclass(cls, Attention) and "name" in cls.__dict__):
-        raise ConfigError(f"attention _target_ {target!r} is not a registered lra_bench Attention subclass")
-    return cls.name
+    if not (isinstance(cls, type) and issubclass(cls, TokenMixer) and "name" in cls.__dict__):
+        raise ConfigError(f"attention _target_ {target!r} is not a registered lra_bench TokenMixer/Attention subclass")
+    return cls
 
 
-def build_attention_factory(cfg: DictConfig, name: str | None = None) -> Callable[..., Attention]:
+def attention_name(cfg: DictConfig) -> str:
+    """The registry name of the class an attention config points at."""
+    return attention_class(cfg).name
+
+
+def build_attention_factory(cfg: DictConfig) -> Callable[..., TokenMixer]:
     """Validate an attention config against its class and return the partial the encoder completes."""
-    name = name or attention_name(cfg)
-    cls = get_attention_class(name)
+    cls = attention_class(cfg)
     if cfg.get("_partial_") is not True:
-        raise ConfigError(f"configs/attention/{name}.yaml must set `_partial_: true`")
+        raise ConfigError(f"configs/attention/{cls.name}.yaml must set `_partial_: true`")
     knobs: dict[str, Any] = {
         k: v for k, v in OmegaConf.to_container(cfg, resolve=True).items() if k not in ("_target_", "_partial_")
     }
-    check_kwargs(cls, knobs, where=f"attention={name}", supplied=ENCODER_SUPPLIED)
-    return instantiate(cfg)
+    check_kwargs(cls, knobs, where=f"attention={cls.name}", supplied=ENCODER_SUPPLIED)
+    return functools.partial(cls, **knobs)

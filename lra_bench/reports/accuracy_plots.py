@@ -8,15 +8,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from lra_bench import paper  # noqa: E402
-from lra_bench.reports.table1 import (  # noqa: E402
+from lra_bench import paper
+from lra_bench.reports.table1 import (
     FAIL_LABELS,
     TASK_LABELS,
     TASKS,

@@ -20,16 +20,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from lra_bench import paper  # noqa: E402
-from lra_bench.reports.efficiency import with_ratios  # noqa: E402
-from lra_bench.reports.table1 import TASK_LABELS, attention_color, attention_order, lra_scores  # noqa: E402
+from lra_bench import paper
+from lra_bench.reports.efficiency import with_ratios
+from lra_bench.reports.table1 import TASK_LABELS, attention_color, attention_order, lra_scores
 
 SIZES = ("memory", "params", "popularity")
 XS = ("examples_per_s", "speed_vs_softmax")

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from lra_bench import paper  # noqa: E402
-from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise  # noqa: E402
-from lra_bench.reports.store import flatten, read_json_tree  # noqa: E402
+from lra_bench import paper
+from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise
+from lra_bench.reports.store import flatten, read_json_tree
 
 GROUP = ["device", "profile", "batch", "mode"]
 

@@ -12,7 +12,6 @@ match (truncated, corrupt) is skipped with a warning and the previous one is use
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -25,8 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lra_bench.atomic import disk_full_error
-from lra_bench.records import write_json_atomic
+from lra_bench.files import disk_full_error, file_sha256, write_json_atomic
 
 log = logging.getLogger(__name__)
 CURRENT, PREVIOUS = "ckpt", "ckpt.prev"
@@ -48,14 +46,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
-
-
 def save(directory: Path, state: dict[str, Any]) -> Path:
     """Write ``state`` as the current checkpoint; the old current one becomes the previous one."""
     directory = Path(directory)
@@ -67,7 +57,7 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
         torch.save(state, tmp_path)
         with tmp_path.open("rb") as f:
             os.fsync(f.fileno())
-        meta = {"step": int(state["step"]), "sha256": _sha256(tmp_path), "format": FORMAT}
+        meta = {"step": int(state["step"]), "sha256": file_sha256(tmp_path), "format": FORMAT}
         current = directory / f"{CURRENT}.pt"
         if current.exists() and (directory / f"{CURRENT}.json").exists():
             shutil.copyfile(directory / f"{CURRENT}.json", directory / f".{PREVIOUS}.json.tmp")
@@ -94,7 +84,7 @@ def load(directory: Path) -> dict[str, Any] | None:
             if meta.get("format") != FORMAT:
                 raise ValueError(f"written by another version of lra-bench (format {meta.get('format')}, "
                                  f"this one reads {FORMAT}); training starts afresh")
-            if _sha256(pt) != meta["sha256"]:
+            if file_sha256(pt) != meta["sha256"]:
                 raise ValueError("checksum mismatch (truncated or corrupt file)")
             state = torch.load(pt, map_location="cpu", weights_only=False)
         except (OSError, ValueError, KeyError, RuntimeError, EOFError) as e:

@@ -6,7 +6,6 @@ steps and evaluation excluded, CUDA synchronised), peak memory is reset right be
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,12 +15,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from lra_bench.bench.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.bench.timing import StepTimer
 from lra_bench.data.batches import eval_batches, train_batches
-from lra_bench.measure import StepTimer, peak_memory_bytes, reset_peak_memory
 from lra_bench.progress import TRAIN_FORMAT, live_bar
 from lra_bench.train import checkpoint
 from lra_bench.train.schedules import lr_factor
 from lra_bench.train.settings import TrainerSettings
+from lra_bench.train.step import autocast, train_step
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,6 @@ class TrainResult:
     peak_memory_bytes: int | None
     memory_reset: bool
     evals: list[dict[str, float]] = field(default_factory=list)
-
-
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
-    """bf16 autocast on CUDA when asked; CPU runs stay in fp32."""
-    if device.type == "cuda" and precision == "bf16":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 @torch.no_grad()
@@ -137,7 +131,6 @@ def train(
     core = getattr(model, "module", model)  # the unwrapped model (DDP keeps it in .module)
     optimizer, scheduler = make_optimizer(model, s)
     hooks = [m for m in core.modules() if callable(getattr(m, "on_train_step", None))]
-    loss_fn = nn.CrossEntropyLoss()
     timer = StepTimer(device=device, warmup=s.timing_warmup_steps)
     best_acc, best_step, best_state = -1.0, 0, None
     evals: list[dict[str, float]] = []
@@ -176,14 +169,7 @@ def train(
             timer.start()
             x, y = shard.take(*next(batches))
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with autocast(device, s.precision):
-                logits = model(x)
-                loss = loss_fn(logits.float(), y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if s.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
-            optimizer.step()
+            logits, loss = train_step(model, optimizer, x, y, device, s.precision, s.grad_clip)
             scheduler.step()
             for module in hooks:
                 module.on_train_step(step)

@@ -10,19 +10,35 @@ The rate is a product of factors evaluated at the optimizer step t (0 for the fi
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, get_args
 
-Schedule = Literal["rsqrt", "cosine", "constant"]
+from lra_bench.config import check_choice
+
+Schedule = Literal["rsqrt", "cosine", "constant"]  # the names ``trainer.schedule`` accepts (checked against it)
+
+
+# each takes the warm-up factor first: (warm, step, warmup_steps, total_steps) -> the rate's multiplier
+def _rsqrt(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    return warm / math.sqrt(max(step, warmup_steps, 1))
+
+
+def _cosine(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    progress = (max(0, step - warmup_steps) / max(total_steps, 1)) % 1.0
+    return warm * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def _constant(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    return warm
+
+
+DECAY: dict[str, Callable[[float, int, int, int], float]] = {"rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant}
+assert set(DECAY) == set(get_args(Schedule)), "every Schedule name needs its factor in DECAY"
 
 
 def lr_factor(step: int, schedule: Schedule, warmup_steps: int, total_steps: int) -> float:
     """Multiplier of the base rate (``trainer.lr`` = LRA's ``constant``) at optimizer step ``step``."""
     warm = min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
-    if schedule == "rsqrt":
-        return warm / math.sqrt(max(step, warmup_steps, 1))
-    if schedule == "cosine":
-        progress = (max(0, step - warmup_steps) / max(total_steps, 1)) % 1.0
-        return warm * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-    if schedule == "constant":
-        return warm
-    raise ValueError(f"unknown schedule {schedule!r}")
+    if schedule not in DECAY:
+        check_choice("trainer", "schedule", schedule, Schedule)  # raises ConfigError naming the valid ones
+    return DECAY[schedule](warm, step, warmup_steps, total_steps)

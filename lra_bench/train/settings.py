@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lra_bench.config import positive
+from lra_bench.config import check_literals, positive
 from lra_bench.errors import ConfigError
+from lra_bench.train.schedules import Schedule
 
 
 @dataclass
@@ -37,7 +38,7 @@ class TrainerSettings:
     batch_size: int
     eval_batch_size: int
     lr: float
-    schedule: Literal["rsqrt", "cosine", "constant"]
+    schedule: Schedule
     warmup_steps: int
     weight_decay: float
     beta1: float = 0.9
@@ -63,9 +64,6 @@ class TrainerSettings:
         for key in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ConfigError(f"trainer.{key} must be in [0, 1), got {getattr(self, key)}")
-        if self.schedule not in ("rsqrt", "cosine", "constant"):
-            raise ConfigError(f"trainer.schedule must be rsqrt, cosine or constant, got {self.schedule!r}")
-        if self.precision not in ("bf16", "fp32"):
-            raise ConfigError(f"trainer.precision must be bf16 or fp32, got {self.precision!r}")
+        check_literals(self, "trainer")
         if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ConfigError(f"trainer.device must be auto, cpu or cuda[:i], got {self.device!r}")

@@ -1,9 +1,9 @@
-"""Run the efficiency benchmark: every (length, mode) cell in a fresh process, results stored one file per cell."""
+"""Run the efficiency benchmark (LRA Table 2): every (length, mode) cell in a fresh process (``bench.cell``), results
+stored one checksummed file per cell; finished cells are skipped, so an interrupted benchmark resumes."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import platform
 import re
@@ -13,16 +13,18 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.benchmark import run_isolated
+from lra_bench.bench.isolated import run_isolated
+from lra_bench.bench.memory import memory_kind
+from lra_bench.build import build_model, build_task, resolve_device
 from lra_bench.config import positive
-from lra_bench.data.cache import stable_hash
 from lra_bench.errors import ConfigError
+from lra_bench.files import stable_hash, write_json_atomic
 from lra_bench.models.factory import attention_name
-from lra_bench.records import checksum, git_commit, write_json_atomic
-from lra_bench.runner import build_model, build_task, resolve_device
+from lra_bench.records import checksum, git_commit, read_record
 
 log = logging.getLogger(__name__)
 MODES = ("model", "attention")
+CELL_MODULE = "lra_bench.bench.cell"  # run as ``python -m`` in a fresh process per cell
 CPU_DEFAULT_BATCH, CUDA_DEFAULT_BATCH = 4, 32
 
 
@@ -76,26 +78,25 @@ def run_benchmark(cfg: DictConfig) -> list[dict[str, Any]]:
                    "repeats": b.repeats, "device": label, "torch": torch.__version__}
             key_hash = stable_hash(key)
             path = cell_path(Path(cfg.paths.bench_dir), label, name, mode, n, batch, key_hash)
-            if path.is_file():
-                previous = json.loads(path.read_text())
-                if previous.get("status") == "ok":
-                    log.info("skip %s %s N=%d (done: %s)", name, mode, n, path)
-                    results.append(previous)
-                    continue
+            previous = read_record(path) if path.is_file() else None  # a corrupt cell is run again
+            if previous is not None and previous.get("status") == "ok":
+                log.info("skip %s %s N=%d (done: %s)", name, mode, n, path)
+                results.append(previous)
+                continue
             if mode in failed:
                 res = {"status": failed[mode][0], "message": f"not run: N={failed[mode][1]} already {failed[mode][0]}"}
             else:
                 cell_config = {**config, "task": {**config["task"], "max_len": n}}
                 payload = {"mode": mode, "config": cell_config, "n": n, "batch": batch, "warmup": b.warmup,
                            "repeats": b.repeats, "device": str(device)}
-                res = run_isolated("lra_bench.bench_cell", payload, timeout=b.timeout_s)
+                res = run_isolated(CELL_MODULE, payload, timeout=b.timeout_s)
                 if res["status"] in ("oom", "timeout"):
                     failed[mode] = (res["status"], n)
             record = {
                 "attention": name, "task": cfg.task.name, "profile": cfg.profile.name, "mode": mode, "n": n,
                 "batch": batch, "device": label, "torch_version": torch.__version__, "git_commit": git_commit(),
                 "model": {k: cfg.model[k] for k in ("dim", "depth", "num_heads", "mlp_dim")},
-                "memory_kind": "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss",
+                "memory_kind": memory_kind(device),
                 "key_hash": key_hash, "created_at": dt.datetime.now(dt.UTC).isoformat(), **res,
             }
             record["checksum"] = checksum(record)

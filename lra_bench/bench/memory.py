@@ -1,4 +1,4 @@
-"""Measurement primitives: peak memory (CUDA or the process's resident peak) and a step timer.
+"""Memory measurement: peak memory (CUDA or the process's resident peak), OOM classification, allocator reuse.
 
 CPU peak memory is the process's high-water mark of resident memory (VmHWM), reset by writing
 ``5`` to ``/proc/self/clear_refs`` (Linux). CUDA peak memory is ``max_memory_allocated`` after
@@ -8,9 +8,9 @@ CPU peak memory is the process's high-water mark of resident memory (VmHWM), res
 from __future__ import annotations
 
 import gc
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -58,54 +58,18 @@ def peak_memory_bytes(device: torch.device) -> int | None:
     return None if kib is None else kib * 1024
 
 
+def peak_memory_of(fn: Callable[[], Any], device: torch.device) -> dict[str, int | None]:
+    """Peak memory while running ``fn`` once, relative to memory held just before (inputs, weights)."""
+    before = torch.cuda.memory_allocated(device) if device.type == "cuda" else rss_bytes()
+    reset_peak_memory(device)
+    fn()
+    peak = peak_memory_bytes(device)
+    return {"peak_bytes": peak, "before_bytes": before,
+            "peak_delta_bytes": None if peak is None or before is None else max(0, peak - before)}
+
+
 def memory_kind(device: torch.device) -> str:
     return "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss"
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-@dataclass
-class StepTimer:
-    """Wall time of training steps, the first ``warmup`` steps excluded; call ``start``/``stop`` per step."""
-
-    device: torch.device
-    warmup: int
-    durations: list[float] = field(default_factory=list)
-    _seen: int = 0
-    _t0: float | None = None
-
-    def start(self) -> None:
-        synchronize(self.device)
-        self._t0 = time.perf_counter()
-
-    def stop(self) -> None:
-        assert self._t0 is not None, "StepTimer.stop() without start()"
-        synchronize(self.device)
-        elapsed = time.perf_counter() - self._t0
-        self._t0 = None
-        self._seen += 1
-        if self._seen > self.warmup:
-            self.durations.append(elapsed)
-
-    def state_dict(self) -> dict[str, object]:
-        return {"durations": list(self.durations), "seen": self._seen}
-
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        self.durations, self._seen = list(state["durations"]), int(state["seen"])
-
-    @property
-    def timed_steps(self) -> int:
-        return len(self.durations)
-
-    @property
-    def timed_seconds(self) -> float:
-        return float(sum(self.durations))
-
-    def steps_per_second(self) -> float | None:
-        return self.timed_steps / self.timed_seconds if self.durations and self.timed_seconds > 0 else None
 
 
 def is_oom(exc: BaseException) -> bool:

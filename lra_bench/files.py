@@ -1,20 +1,47 @@
-"""Atomic file writes: a temporary file in the target's folder, flushed and fsynced, then renamed over the
-target. A crash, a kill or a full disk leaves either the previous complete file or the new complete one."""
+"""Hashing and atomic writes: the one place for both.
+
+* ``stable_hash(obj)``: sha256 of an object's canonical JSON (sorted keys) -- config hashes, cache keys, dataset
+  fingerprints, record checksums.
+* ``file_sha256(path)``: sha256 of a file's bytes, read in chunks -- source files, checkpoints.
+* ``atomic_open`` / ``write_json_atomic``: a temporary file in the target's folder, flushed and fsynced, then renamed
+  over the target. A crash, a kill or a full disk leaves either the previous complete file or the new complete one.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from lra_bench.errors import DiskFullError
 
 NEAR_FULL_BYTES = 1 << 20  # a failed write with less than this free is reported as a full disk
+
+
+def stable_hash(obj: Any, strict: bool = False) -> str:
+    """sha256 hex of ``obj`` as JSON with sorted keys. ``strict``: only JSON values (no NaN, no ``str()`` fallback
+    for other objects) -- what a stored record may hold."""
+    if strict:
+        text = json.dumps(obj, sort_keys=True, allow_nan=False)
+    else:
+        text = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
+    """sha256 hex of a file's bytes."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def disk_full_error(folder: Path, what: str, error: BaseException) -> DiskFullError | None:
@@ -56,3 +83,10 @@ def atomic_open(path: Path, newline: str | None = None) -> Iterator[IO[str]]:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as JSON to ``path`` via ``atomic_open`` (sorted keys, no NaN, trailing newline)."""
+    with atomic_open(path) as f:
+        json.dump(payload, f, indent=2, sort_keys=True, allow_nan=False)
+        f.write("\n")

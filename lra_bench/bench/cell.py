@@ -1,9 +1,11 @@
 """One efficiency-benchmark cell in its own process (so its peak memory is isolated from every other cell).
 
 stdin: JSON {mode: "model" | "attention", config: <resolved run config>, n, batch, warmup, repeats, device}.
-    model:     a full training step of the task's model (forward, loss, backward, AdamW step) on a synthetic
-               batch of n tokens per sequence (every position real, as at the benchmark's fixed length);
-    attention: forward + backward of one attention layer alone (model.dim, model.num_heads), input (batch, n, dim).
+    model:     the trainer's own step (``train.step.train_step``: forward under its autocast, loss, backward,
+               clipping, AdamW with the trainer's settings) on a synthetic batch of n tokens per sequence (every
+               position real, as at the benchmark's fixed length);
+    attention: forward (under the trainer's autocast) + backward of one attention layer alone (model.dim,
+               model.num_heads), input (batch, n, dim).
 stdout: one JSON line {status, median_s, q1_s, q3_s, min_s, repeats, warmup, peak_bytes, before_bytes,
         peak_delta_bytes, params}. Peak memory is taken on the first step of the fresh process, relative to the
         memory held once the model and inputs exist (so it includes activations, gradients and the optimizer
@@ -17,43 +19,49 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.benchmark import asdict, peak_memory_of, time_callable
-from lra_bench.measure import is_oom, reuse_freed_memory
+from lra_bench.bench.memory import is_oom, peak_memory_of, reuse_freed_memory
+from lra_bench.bench.timing import time_callable
+from lra_bench.build import build_model, build_task
+from lra_bench.config import to_dataclass
 from lra_bench.models.factory import build_attention_factory
-from lra_bench.runner import build_model, build_task
+from lra_bench.train.loop import make_optimizer
+from lra_bench.train.settings import TrainerSettings
+from lra_bench.train.step import autocast, train_step
 
 
-def model_step(cfg, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
+def model_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
     cfg.task.max_len = n
     task = build_task(cfg.task)
     model = build_model(cfg, cfg.attention, task).to(device).train()
+    settings = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
     low = 0 if task.pad_id is None else 1
     shape = (batch, 2, n) if task.dual else (batch, n)
-    x = torch.randint(low, task.vocab_size, shape, device=device)
-    y = torch.randint(0, task.num_classes, (batch,), device=device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randint(low, task.vocab_size, shape, device=device)  # (B, N) or (B, 2, N)
+    y = torch.randint(0, task.num_classes, (batch,), device=device)  # (B,)
+    optimizer, _ = make_optimizer(model, settings)
 
     def step() -> None:
-        loss = torch.nn.functional.cross_entropy(model(x).float(), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(model, optimizer, x, y, device, settings.precision, settings.grad_clip)
 
     return step, sum(p.numel() for p in model.parameters())
 
 
-def attention_step(cfg, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
+def attention_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
     layer = build_attention_factory(cfg.attention)(dim=cfg.model.dim, num_heads=cfg.model.num_heads, seq_len=n,
                                                    dropout=0.0).to(device).train()
-    x = torch.randn(batch, n, cfg.model.dim, device=device, requires_grad=True)
-    mask = torch.ones(batch, n, dtype=torch.bool, device=device)
+    x = torch.randn(batch, n, cfg.model.dim, device=device, requires_grad=True)  # (B, N, C)
+    mask = torch.ones(batch, n, dtype=torch.bool, device=device)  # (B, N)
+    precision = cfg.trainer.precision
 
     def step() -> None:
-        layer(x, mask).float().sum().backward()
+        with autocast(device, precision):
+            total = layer(x, mask).float().sum()
+        total.backward()
         x.grad = None
         layer.zero_grad(set_to_none=True)
 
@@ -67,13 +75,10 @@ def main() -> None:
     cfg = OmegaConf.create(p["config"])
     make = model_step if p["mode"] == "model" else attention_step
     step, params = make(cfg, p["n"], p["batch"], device)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
-                and cfg.trainer.precision == "bf16" else torch.autocast("cpu", enabled=False))
     try:
-        with autocast:
-            memory = peak_memory_of(step, device)  # first, with the default allocator (see reuse_freed_memory)
-            reused = reuse_freed_memory() if device.type == "cpu" else False
-            timing = time_callable(step, device, warmup=p["warmup"], repeats=p["repeats"])
+        memory = peak_memory_of(step, device)  # first, with the default allocator (see reuse_freed_memory)
+        reused = reuse_freed_memory() if device.type == "cpu" else False
+        timing = time_callable(step, device, warmup=p["warmup"], repeats=p["repeats"])
     except Exception as e:  # noqa: BLE001 - reported to the parent as a cell status
         status = "oom" if is_oom(e) else "failed"
         print(json.dumps({"status": status, "message": f"{type(e).__name__}: {str(e)[:500]}", "params": params}))

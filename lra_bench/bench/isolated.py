@@ -1,0 +1,35 @@
+"""Run one measurement in a fresh process, so that its peak memory and its failure are its own."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from typing import Any
+
+
+def _limit_address_space(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run_isolated(module: str, payload: dict[str, Any], timeout: float,
+                 memory_limit_bytes: int | None = None) -> dict[str, Any]:
+    """Run ``python -m module`` in a fresh process with ``payload`` as JSON on stdin; parse its JSON stdout.
+
+    Errors come back as ``{"status": "oom" | "failed" | "timeout", "message": ...}`` instead of raising,
+    so one bad cell never stops a benchmark. ``memory_limit_bytes`` caps the child's address space
+    (Linux RLIMIT_AS): a CPU stand-in for a device with that much memory.
+    """
+    limit = None if memory_limit_bytes is None else (lambda: _limit_address_space(memory_limit_bytes))
+    try:
+        proc = subprocess.run([sys.executable, "-m", module], input=json.dumps(payload), capture_output=True,
+                              text=True, timeout=timeout, preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "message": f"exceeded {timeout:.0f}s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    err = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+    oom = proc.returncode in (-9, 137) or "out of memory" in proc.stderr.lower() or "MemoryError" in proc.stderr
+    return {"status": "oom" if oom else "failed", "message": err[0][-500:]}

@@ -1,0 +1,113 @@
+"""The build layer: config sections -> validated task, model, trainer settings and device, for every entry point.
+
+``plan(cfg)`` checks a whole run config and builds the model (cheap) before any data is touched; the runner, the
+efficiency benchmark, its cells and the scripts all build through here, so a config means the same thing to each.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from lra_bench.config import check_kwargs, config_hash, to_dataclass
+from lra_bench.errors import ConfigError
+from lra_bench.loggers import LoggerSettings
+from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
+from lra_bench.models.factory import attention_class, build_attention_factory
+from lra_bench.records import run_dir
+from lra_bench.train.settings import TrainerSettings
+
+TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
+RUN_SECTIONS = ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed")
+
+
+@dataclass
+class Plan:
+    """Everything validated from the config, before any data is touched."""
+
+    attention: str
+    task: Any
+    model: Classifier | DualClassifier
+    trainer: TrainerSettings
+    logger: LoggerSettings
+    seed: int
+    profile: str
+    results_dir: Path
+    cache_dir: Path
+    config_hash: str
+    device: torch.device
+
+    @property
+    def run_dir(self) -> Path:
+        """This run's folder in the results store (its record, lock and attempts)."""
+        return run_dir(self.results_dir, self.task.name, self.attention, self.profile, self.seed, self.config_hash)
+
+
+def build_task(cfg: DictConfig) -> Any:
+    """The task dataclass named by ``cfg._target_``, validated against its fields."""
+    target = cfg.get("_target_")
+    if not target:
+        raise ConfigError("task config has no _target_; see configs/task/listops.yaml")
+    cls = get_class(target)
+    values = {k: v for k, v in cfg.items() if k != "_target_"}
+    return to_dataclass(cls, OmegaConf.create(values), "task")
+
+
+def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier:
+    """The classifier for ``task`` with ``cfg.model``'s size and the attention of ``attention_cfg``."""
+    model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
+    check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
+    encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
+                      max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+    if task.dual:
+        return DualClassifier(encoder, model_kwargs["mlp_dim"], task.num_classes, task.interaction)
+    return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; a CUDA device without CUDA is a ConfigError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"trainer.device={name} but CUDA is not available; use trainer.device=cpu or auto")
+    return device
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+
+
+def plan(cfg: DictConfig) -> Plan:
+    """Validate the whole config and build the model (cheap); raises ConfigError/DataError on bad input."""
+    for key in RUN_SECTIONS:
+        if key not in cfg:
+            raise ConfigError(f"config has no '{key}' section; run through run.py or compose configs/run.yaml")
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {cfg.seed!r}")
+    if not isinstance(cfg.get("rerun", False), bool):
+        raise ConfigError(f"rerun must be true or false, got {cfg.rerun!r}")
+    name = attention_class(cfg.attention).name
+    task = build_task(cfg.task)
+    trainer = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
+    # Before any parallel CPU op: the flag lives in each thread's MXCSR register, and torch's worker threads
+    # copy it from this thread when they are created (set later, it would reach this thread only).
+    torch.set_flush_denormal(trainer.flush_denormal)
+    logger = to_dataclass(LoggerSettings, cfg.logger, "logger")
+    device = resolve_device(trainer.device)
+    task.check_source()
+    seed_everything(cfg.seed, trainer.deterministic)
+    model = build_model(cfg, cfg.attention, task)
+    return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
+                profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),
+                cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(cfg), device=device)

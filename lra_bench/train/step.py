@@ -1,0 +1,33 @@
+"""One optimizer step, shared by the trainer and the efficiency benchmark's cells (so Table 2 times what trains)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
+    """bf16 autocast on CUDA when asked; CPU runs stay in fp32."""
+    if device.type == "cuda" and precision == "bf16":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor, device: torch.device,
+               precision: str, grad_clip: float | None) -> tuple[Tensor, Tensor]:
+    """Forward (under ``autocast``), cross-entropy in fp32, backward, optional clipping, optimizer step.
+
+    x: (B, L) or (B, 2, L) token ids on ``device``; y: (B,) labels. Returns (logits (B, classes), loss ()).
+    """
+    with autocast(device, precision):
+        logits = model(x)  # (B, classes)
+        loss = F.cross_entropy(logits.float(), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return logits, loss
