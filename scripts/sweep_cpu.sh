@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# The CPU-scale sweep behind the committed results/table1.md and results/bubble.png: every attention variant x every
-# LRA task with data on this machine at profile=quick (about a minute of training per run on one core), seed 0, two
-# single-threaded jobs at a time through the joblib launcher. Run from the repository root:
+# The CPU-scale sweep behind the curated results/cpu/ (Table 1, accuracy bars, bubble chart): every attention variant
+# x every LRA task with data on this machine at profile=quick (about a minute of training per run on one core),
+# seed 0, two single-threaded jobs at a time through the joblib launcher. Run from the repository root:
 #
 #   bash scripts/sweep_cpu.sh [DATA]
 #
 # DATA is a folder holding imdb/ and cifar10/ in the Hugging Face parquet layout (default ../shared/data); ListOps
 # and Pathfinder are generated. Retrieval is left out: AAN is not on this machine (with the LRA release, add
 # `python run.py "${sweep[@]}" task=retrieval task.data_dir=/path/to/lra_release/tsv_data`), so Table 1's
-# average covers 4 of the 5 tasks and says so. Finished runs are skipped: re-running the script after an
-# interruption only runs what is missing.
-# The efficiency benchmark that gives the chart its x axis and circle sizes is a separate command (README).
+# average covers 4 of the 5 tasks and says so. Records go to results/cpu/runs (LRA_RESULTS_DIR overrides it), the
+# raw records the curated tables are regenerated from; finished runs are skipped, so re-running the script after an
+# interruption only runs what is missing, and `rerun=true` appended to the sweep line re-measures everything.
+# The efficiency benchmark that gives the chart its x axis and circle sizes: see results/cpu/CURATED.
 set -euo pipefail
 DATA=${1:-../shared/data}
 for dir in "$DATA/imdb" "$DATA/cifar10"; do
   [[ -d $dir ]] || { echo "missing $dir: pass the folder holding imdb/ and cifar10/ (HF parquet layout)" >&2; exit 2; }
 done
 export OMP_NUM_THREADS=1  # two jobs x one thread = the 2 cores, no oversubscription
+export LRA_RESULTS_DIR=${LRA_RESULTS_DIR:-results/cpu/runs}
 sweep=(-m 'attention=glob(*)' profile=quick seed=0 hydra/launcher=joblib hydra.launcher.n_jobs=2)
 python run.py "${sweep[@]}" task=listops
 python run.py "${sweep[@]}" task=pathfinder
 python run.py "${sweep[@]}" task=text task.data_dir="$DATA/imdb"
 python run.py "${sweep[@]}" task=image task.data_dir="$DATA/cifar10"
-python scripts/report.py --profile quick
+python scripts/report.py --curated cpu
