@@ -256,8 +256,6 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     overlaid points say so. Raises ValueError when nothing can be plotted.
     """
     data, omitted, meta = bubble_data(scores, efficiency, size, popularity_csv, x, profile)
-    if score_task is not None:
-        data["n_tasks"] = 5  # one task's accuracy: no "[k/5] tasks present" marks
     if data.empty:
         why = "; ".join(f"{a}: {r}" for a, r in omitted.items()) or "no scores"
         raise ValueError(f"no attention has both an LRA score and an ok benchmark cell ({why})")
@@ -268,12 +266,13 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     color = {a: attention_color(a) for a in names}
 
     fig, ax = plt.subplots(figsize=(12, 7))
-    partial = data["n_tasks"] < 5
+    partial = (data["n_tasks"] < 5) & (score_task is None)  # "[k/5] tasks present" marks: LRA averages only
     ours = ax.scatter(data["x"], data["y"], s=data["area"], c=[color[a] for a in data.attention], alpha=0.6,
                       edgecolors="black", linewidths=0.8, zorder=3)
     ours.set_gid("ours")
     labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
-               "text": r.attention + (f" [{r.n_tasks}/5]" if r.n_tasks < 5 else "")} for r in data.itertuples()]
+               "text": r.attention + (f" [{r.n_tasks}/5]" if part else "")}
+              for r, part in zip(data.itertuples(), partial, strict=True)]
     frames = [data]
     if overlay_paper:
         pp = paper_points(x, score_task)

@@ -291,15 +291,23 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
     return table, "\n".join(md)
 
 
+def one_profile(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """The rows of ``profile`` in a Table 1 frame; with None, the only profile there (ValueError if several)."""
+    if table.empty:
+        return table
+    if profile is None:
+        profiles = sorted(table.profile.unique())
+        if len(profiles) > 1:
+            raise ValueError(f"Table 1 holds several profiles {profiles}: say which one (--profile)")
+        profile = profiles[0]
+    return table[table.profile == profile]
+
+
 def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     """attention, score (5-task average, or the mean over the tasks present), n_tasks, params of one profile."""
     if table.empty:
         return pd.DataFrame(columns=["attention", "profile", "score", "n_tasks", "params"])
-    if profile is None:
-        profiles = sorted(table.profile.unique())
-        if len(profiles) > 1:
-            raise ValueError(f"Table 1 holds several profiles {profiles}: say which one")
-        profile = profiles[0]
-    t = table[(table.profile == profile) & (table.n_tasks > 0)]
+    t = one_profile(table, profile)
+    t = t[t.n_tasks > 0]
     return pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
                          "n_tasks": t.n_tasks, "params": t.params}).reset_index(drop=True)

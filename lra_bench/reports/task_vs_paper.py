@@ -11,28 +11,17 @@ import pandas as pd
 
 from lra_bench import paper
 from lra_bench.reports.efficiency import spearman
-from lra_bench.reports.table1 import TASK_LABELS, attention_order
+from lra_bench.reports.table1 import TASK_LABELS, attention_order, one_profile
 
 #: how this project's attention names read in the paper's Table 1
 PAPER_ROW = {att: name for name, att in paper.PAPER_NAMES.items()}
-
-
-def _one_profile(table: pd.DataFrame, profile: str | None) -> pd.DataFrame:
-    if table.empty:
-        return table
-    if profile is None:
-        profiles = sorted(table.profile.unique())
-        if len(profiles) > 1:
-            raise ValueError(f"Table 1 holds several profiles {profiles}: say which one (--profile)")
-        profile = profiles[0]
-    return table[table.profile == profile]
 
 
 def task_scores(table: pd.DataFrame, task: str, profile: str | None = None) -> pd.DataFrame:
     """attention, profile, score (mean test accuracy % on ``task``), n_tasks (1), params: the bubble chart's y."""
     if task not in paper.TASKS:
         raise ValueError(f"task must be one of {paper.TASKS}, got {task!r}")
-    t = _one_profile(table, profile)
+    t = one_profile(table, profile)
     t = t[t[f"{task}_n"] > 0] if not t.empty else t
     return pd.DataFrame({"attention": t.get("attention", []), "profile": t.get("profile", []),
                          "score": t.get(f"{task}_mean", []), "n_tasks": 1, "params": t.get("params", [])})
@@ -43,7 +32,7 @@ def task_vs_paper(table: pd.DataFrame, task: str, profile: str | None = None) ->
     and the Markdown with Spearman's rank agreement over the paper's rows that both have."""
     if task not in paper.TASKS:
         raise ValueError(f"task must be one of {paper.TASKS}, got {task!r}")
-    t = _one_profile(table, profile)
+    t = one_profile(table, profile)
     label = TASK_LABELS[task]
     rows = []
     for att in attention_order(t.attention.unique()) if not t.empty else []:
