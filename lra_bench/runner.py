@@ -36,6 +36,7 @@ from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_rec
 from lra_bench.runlock import run_lock
 from lra_bench.train import checkpoint
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, evaluate, train
+from lra_bench.train.step import compile_enabled
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ class Outcome:
     message: str = ""
     result: TrainResult | None = None
     test_acc: float | None = None
+    test_seconds: float | None = None
     baseline_rss: int | None = None  # resident memory before training (bytes)
 
 
@@ -170,6 +172,9 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
              data_seconds, {s: len(y) for s, y in data.labels.items()})
     model = p.model.to(device)
     params = sum(t.numel() for t in model.parameters())
+    compiled = compile_enabled(p.trainer.compile, device)
+    if compiled:
+        model.compile()  # in place: parameter names, checkpoints and the best-val state are unchanged
     if dinfo.enabled:
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     ckpt_dir = p.cache_dir / "checkpoints" / p.task.name / p.attention / p.run_dir.name
@@ -181,6 +186,15 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
                 "test_acc": outcome.test_acc}
     record = record_header(p, cfg, outcome.status, outcome.message)
     record.update(_measured_fields(p, outcome, data, dinfo, device, peak))
+    record["compiled"] = compiled
+    result = outcome.result
+    record["phases"] = {  # wall seconds; what the rest of wall_time_s is: start-up, model build, record writing
+        "data_s": data_seconds,
+        "train_loop_s": result.loop_seconds if result else None,  # validation evaluations included
+        "val_eval_s": result.val_eval_seconds if result else None,
+        "val_evals": len(result.evals) if result else 0,
+        "test_eval_s": outcome.test_seconds,
+    }
     record.update({"params": params, "data_seconds": data_seconds, "wall_time_s": time.time() - started,
                    "started_at": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
                    "finished_at": dt.datetime.now(dt.UTC).isoformat()})
@@ -212,7 +226,9 @@ def _train_and_test(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop:
         outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
                                checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
         stop.phase, stop.polling = "the final test evaluation", False
+        t_test = time.perf_counter()
         outcome.test_acc = evaluate(getattr(model, "module", model), *splits["test"], p.trainer, device)
+        outcome.test_seconds = time.perf_counter() - t_test
         stop.phase, stop.polling = "writing the record", True
         logger.log({"test/acc": outcome.test_acc}, p.trainer.max_steps)
     except Preempted:

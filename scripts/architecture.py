@@ -27,10 +27,11 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "`runner.py` orchestrates one run: the per-run lock, signals, data, training, the test evaluation and the "
      "record (skip finished, resume, failure records). `runlock.py` is the lock, `distributed.py` DDP. Nothing in "
      "the library imports the runner."),
-    ("bench", ("lra_bench.bench.cell", "lra_bench.bench.table2", "lra_bench.bench.isolated"),
+    ("bench", ("lra_bench.bench.cell", "lra_bench.bench.table2", "lra_bench.bench.isolated", "lra_bench.bench.peers"),
      "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a benchmark config, "
      "each in a fresh process (`isolated.py`) running `cell.py`, which times the trainer's own step "
-     "(`train/step.py`) and measures its peak memory."),
+     "(`train/step.py`) and measures its peak memory. `peers.py` pairs our layers with the PyPI packages' at "
+     "matched settings (`scripts/bench_peers.py`)."),
     ("build", ("lra_bench.build", "lra_bench.models"),
      "`build.py` turns config sections into a validated task, model, trainer settings and device (`plan(cfg)`), "
      "for the runner, the benchmark and the scripts alike. `models/` holds the encoder and classifiers and "

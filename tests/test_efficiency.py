@@ -45,7 +45,7 @@ def test_cpu_peak_memory_reset_is_real():
 
 def attention_payload(name: str, n: int, batch: int = 1) -> dict:
     config = {"attention": OmegaConf.to_container(OmegaConf.load(CONFIGS / "attention" / f"{name}.yaml")),
-              "model": {"dim": 32, "num_heads": 2}, "trainer": {"precision": "fp32"}}
+              "model": {"dim": 32, "num_heads": 2}, "trainer": {"precision": "fp32", "compile": "auto"}}
     return {"mode": "attention", "config": config, "n": n, "batch": batch, "warmup": 1, "repeats": 2, "device": "cpu"}
 
 
@@ -136,3 +136,41 @@ def test_spearman_matches_definition():
     assert spearman(a, a * 10) == pytest.approx(1.0)
     assert spearman(a, -a) == pytest.approx(-1.0)
     assert np.isnan(spearman(a[:2], a[:2]))
+
+
+def test_crossover_length_where_a_variant_overtakes_flash():
+    from lra_bench.reports.efficiency import crossover
+
+    ns = np.array([1024, 2048, 4096, 8192])
+    flash = 1 / (1e-7 * ns**2.0)  # steps/s of a quadratic baseline
+    linear = 1 / (1e-7 * 3000 * ns)  # equal where n = 3000
+    n_star, text = crossover(ns, linear, flash)
+    assert n_star == pytest.approx(3000, rel=1e-6) and text == "~3,000"
+    assert crossover(ns, flash * 2, flash) == (1024.0, "<= 1024")
+    assert crossover(ns, flash / 2, flash)[1] == "not up to 8192"
+    assert crossover(ns, np.array([1.0, 2.0, 0.5, 3.0]), np.ones(4))[1] == "~5,356"  # only the final run counts
+    flash_oom = np.array([*flash[:3], np.nan])  # flash OOM at 8K: any variant that runs is faster there
+    assert crossover(ns, flash / 2, flash_oom) == (8192.0, "4096-8192")
+    assert np.isnan(crossover(ns, np.array([*flash[:3] / 2, np.nan]), flash_oom)[0])  # both OOM: not faster
+
+
+def test_table2_with_flash_has_both_ratios_and_the_crossover(tmp_path):
+    rows = []
+    for name, time_at in [("softmax", lambda n: 2e-7 * n**2), ("flash", lambda n: 1e-7 * n**2),
+                          ("linear", lambda n: 1e-7 * 3000 * n)]:
+        for n in (1024, 2048, 4096, 8192):
+            t = time_at(n)
+            rows.append({"attention": name, "mode": "model", "n": n, "batch": 32, "device": "gpu-test",
+                         "profile": "cpu", "status": "ok", "median_s": t, "q1_s": t, "q3_s": t, "min_s": t,
+                         "peak_delta_bytes": 1e3 * n, "created_at": "2026-01-01T00:00:00"})
+    for i, row in enumerate(rows):
+        (tmp_path / f"cell{i}.json").write_text(json.dumps({**row, "checksum": checksum(row)}))
+    cells = load_cells(tmp_path)
+    table, md = table2(cells, "model")
+    t = table.set_index("attention")
+    assert t.loc["linear", "steps/s N=4096"].endswith("(2.73x / 1.37x)")  # 2·4096/3000 and 4096/3000
+    assert t.loc["linear", "overtakes flash at N"] == "~3,000" and t.loc["flash", "overtakes flash at N"] == ""
+    assert t.loc["softmax", "overtakes flash at N"] == "not up to 8192"
+    assert "ratio to softmax / to flash" in md
+    png = scaling_plot(cells, tmp_path / "out" / "scaling_model.png")
+    assert png.stat().st_size > 10_000

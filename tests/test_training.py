@@ -147,3 +147,28 @@ def test_cpu_runs_flush_denormals_on_every_worker_thread(flush, tmp_path):
                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.split()[-1]) == (1.0 if flush else 0.0)
+
+
+def test_compile_setting_resolves_per_device_and_rejects_typos():
+    from lra_bench.errors import ConfigError
+    from lra_bench.train.step import compile_enabled
+
+    assert compile_enabled("auto", torch.device("cuda")) and not compile_enabled("auto", torch.device("cpu"))
+    assert compile_enabled(True, torch.device("cpu")) and not compile_enabled(False, torch.device("cuda"))
+    base = dict(max_steps=1, batch_size=1, eval_batch_size=1, lr=1.0, schedule="constant", warmup_steps=0,
+                weight_decay=0.0)
+    with pytest.raises(ConfigError, match="compile must be one of 'auto', True, False, got 'yes'"):
+        TrainerSettings(**base, compile="yes")
+
+
+@pytest.mark.slow
+def test_compiled_run_is_recorded_and_learns_the_same(smoke_cfg):
+    """trainer.compile=true on CPU (torch.compile with inductor's C++ backend): same evaluations, record says so."""
+    overrides = ("attention=linear", "trainer.max_steps=8", "trainer.eval_every=4")
+    plain = run(smoke_cfg(*overrides))
+    compiled = run(smoke_cfg(*overrides, "trainer.compile=true"))
+    assert compiled["status"] == "ok", compiled["message"]
+    assert compiled["compiled"] is True and plain["compiled"] is False
+    assert compiled["config_hash"] != plain["config_hash"]
+    for a, b in zip(plain["evals"], compiled["evals"], strict=True):
+        assert a["step"] == b["step"] and abs(a["val_acc"] - b["val_acc"]) <= 2 / plain["val_examples"]

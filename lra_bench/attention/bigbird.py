@@ -7,7 +7,9 @@ Query block i attends to key blocks i-1, i, i+1 (the sliding part), to the first
 
 Random blocks are drawn afresh on every training forward, per head; in eval mode they come from a seeded buffer
 (drawn once at construction over ⌈seq_len/b⌉ blocks), so eval is deterministic and padded == truncated.
-Time O(B·H·N·b·(3 + g + r)·D), memory O(B·H·N·b·(3 + g + r)) (plus the g·b global rows over N keys).
+Time O(B·H·N·b·(3 + g + r)·D), memory O(B·H·N·b·(3 + g + r)) (plus the g·b global rows over N keys). On CUDA the
+same pattern runs as a FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``), its tiles
+derived from the block-level pattern every step (the random blocks change in training).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import math
 
 import torch
 from einops import rearrange
-from torch import Tensor, nn
+from torch import Tensor
 
 from lra_bench.attention._blocks import (
     masked_attention,
@@ -25,7 +27,8 @@ from lra_bench.attention._blocks import (
     pad_dim,
     real_keys,
 )
-from lra_bench.attention.base import Attention
+from lra_bench.attention._flex import PatternMod, block_pattern_classes
+from lra_bench.attention._sparse import SparsePatternAttention
 from lra_bench.errors import ConfigError
 
 
@@ -55,7 +58,7 @@ def draw_random_blocks(
     return idx, valid
 
 
-class BigBirdAttention(Attention):
+class BigBirdAttention(SparsePatternAttention):
     """Block-sparse attention (window + global + random blocks), global blocks at the start of the sequence.
 
     Args:
@@ -66,6 +69,7 @@ class BigBirdAttention(Attention):
         num_rand_blocks: random key blocks per query block (LRA / BigBird default 3).
         seed: seed of the fixed random blocks used in eval mode.
         attn_dropout: dropout on the attention probabilities.
+        kernel: "auto" (FlexAttention on CUDA, blocked elsewhere), "blocked" or "flex".
     """
 
     name = "bigbird"
@@ -82,8 +86,9 @@ class BigBirdAttention(Attention):
         num_rand_blocks: int = 3,
         seed: int = 0,
         attn_dropout: float = 0.1,
+        kernel: str = "auto",
     ) -> None:
-        super().__init__(dim, num_heads, seq_len, dropout)
+        super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         if block_size <= 0 or num_window_blocks <= 0 or num_window_blocks % 2 == 0:
             raise ConfigError(
                 f"bigbird: need block_size > 0 and an odd num_window_blocks > 0, got {block_size}, {num_window_blocks}"
@@ -95,7 +100,6 @@ class BigBirdAttention(Attention):
         self.num_window_blocks = num_window_blocks
         self.num_global_blocks = num_global_blocks
         self.num_rand_blocks = num_rand_blocks
-        self.attn_drop = nn.Dropout(attn_dropout)
         nb_max = math.ceil(seq_len / block_size)
         idx, valid = draw_random_blocks(
             num_heads,
@@ -116,7 +120,27 @@ class BigBirdAttention(Attention):
         idx, valid = self.eval_rand_blocks[:, :nb], self.eval_rand_valid[:, :nb]
         return idx.clamp(max=nb - 1), valid & (idx < nb)  # blocks past the current length do not exist
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
+        bs, half, g = self.block_size, self.num_window_blocks // 2, self.num_global_blocks
+        nb = math.ceil(n / bs)
+        idx, ok = self.random_blocks(nb, device)  # (H, nb, r)
+        rand = torch.where(ok, idx, -1)  # (H, nb, r) key block, -1 = none
+        blocks = torch.arange(nb, device=device)
+        attended = ((blocks[:, None] - blocks[None, :]).abs() <= half) | (blocks[:, None] < g) | (blocks[None, :] < g)
+        hits = torch.zeros(self.num_heads, nb, nb + 1, dtype=torch.int32, device=device)  # column nb: "none"
+        hits.scatter_add_(2, torch.where(ok, idx, nb), torch.ones_like(idx, dtype=torch.int32))
+        attended = attended | (hits[:, :, :nb] > 0)  # (H, nb, nb)
+
+        def pattern_mod(h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            qb, kb = torch.clamp(q // bs, max=nb - 1), k // bs  # query blocks past N (tile padding) clamped
+            allowed = ((qb - kb).abs() <= half) | (qb < g) | (kb < g)
+            for j in range(rand.shape[-1]):
+                allowed = allowed | (rand[h, qb, j] == kb)
+            return allowed
+
+        return pattern_mod, block_pattern_classes(attended, bs, n)
+
+    def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, h_, n, _ = q.shape
         bs, half = self.block_size, self.num_window_blocks // 2
         real = pad_dim(real_keys(mask, b_, n, q.device), bs, dim=1, value=False)  # (B, Np)

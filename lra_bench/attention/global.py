@@ -4,40 +4,51 @@ The global-attention component of Longformer (Beltagy et al. 2020, https://arxiv
 and of ETC / BigBird (Zaheer et al. 2020, https://arxiv.org/abs/2007.14062), used alone (cf. xformers'
 ``global_tokens`` attention). An ordinary token attends to the g global tokens and to itself.
 
-Time O(B·H·N·g·D), memory O(B·H·N·g): the global rows are (g x N), the ordinary rows (N x (g + 1)).
+Time O(B·H·N·g·D), memory O(B·H·N·g): the global rows are (g x N), the ordinary rows (N x (g + 1)). On CUDA the
+same pattern runs as a FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``).
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from lra_bench.attention._blocks import masked_attention, real_keys
-from lra_bench.attention.base import Attention
+from lra_bench.attention._flex import PatternMod
+from lra_bench.attention._sparse import SparsePatternAttention
 from lra_bench.errors import ConfigError
 
 
-class GlobalAttention(Attention):
+class GlobalAttention(SparsePatternAttention):
     """First ``num_global`` positions are global tokens (e.g. the CLS token); others attend to them and themselves.
 
     Args:
         dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
         num_global: number of leading positions that are global.
         attn_dropout: dropout on the attention probabilities.
+        kernel: "auto" (FlexAttention on CUDA, blocked elsewhere), "blocked" or "flex".
     """
 
     name = "global"
 
     def __init__(
-        self, dim: int, num_heads: int, seq_len: int, dropout: float, num_global: int = 16, attn_dropout: float = 0.1
+        self, dim: int, num_heads: int, seq_len: int, dropout: float, num_global: int = 16, attn_dropout: float = 0.1,
+        kernel: str = "auto",
     ) -> None:
-        super().__init__(dim, num_heads, seq_len, dropout)
+        super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         if num_global <= 0:
             raise ConfigError(f"global: num_global must be positive, got {num_global}")
         self.num_global = num_global
-        self.attn_drop = nn.Dropout(attn_dropout)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
+        g = min(self.num_global, n)
+
+        def pattern_mod(h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            return (q < g) | (k < g) | (q == k)
+
+        return pattern_mod, self.static_classes(pattern_mod, 1, n, device)
+
+    def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, _, n, _ = q.shape
         g = min(self.num_global, n)
         real = real_keys(mask, b_, n, q.device)  # (B, N)

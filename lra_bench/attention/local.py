@@ -6,22 +6,25 @@ and Liu et al. 2018 (https://arxiv.org/abs/1801.10198). With ``num_neighbor_bloc
 overlap, as in LRA's ``local`` model (block 50).
 
 Time O(B·H·N·w·D) and memory O(B·H·N·w) with w = (2·num_neighbor_blocks + 1)·block_size keys per query:
-only the attended blocks are materialised, never the N x N matrix.
+only the attended blocks are materialised, never the N x N matrix. On CUDA the same pattern runs as a
+FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``).
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
 from einops import rearrange
-from torch import Tensor, nn
+from torch import Tensor
 
 from lra_bench.attention._blocks import masked_attention, neighbor_blocks, pad_dim, real_keys
-from lra_bench.attention.base import Attention
+from lra_bench.attention._flex import PatternMod
+from lra_bench.attention._sparse import SparsePatternAttention
 from lra_bench.errors import ConfigError
 
 
-class LocalAttention(Attention):
+class LocalAttention(SparsePatternAttention):
     """Non-overlapping block-local attention with optional neighbour blocks on each side.
 
     Args:
@@ -29,6 +32,7 @@ class LocalAttention(Attention):
         block_size: tokens per block (LRA default 50).
         num_neighbor_blocks: blocks attended on each side besides a query's own (0 = LRA's non-overlapping form).
         attn_dropout: dropout on the attention probabilities.
+        kernel: "auto" (FlexAttention on CUDA, blocked elsewhere), "blocked" or "flex".
     """
 
     name = "local"
@@ -42,8 +46,9 @@ class LocalAttention(Attention):
         block_size: int = 50,
         num_neighbor_blocks: int = 0,
         attn_dropout: float = 0.1,
+        kernel: str = "auto",
     ) -> None:
-        super().__init__(dim, num_heads, seq_len, dropout)
+        super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         if block_size <= 0 or num_neighbor_blocks < 0:
             raise ConfigError(
                 f"local: need block_size > 0 and num_neighbor_blocks >= 0, got {block_size}, {num_neighbor_blocks}"
@@ -51,9 +56,16 @@ class LocalAttention(Attention):
         self.require_block_fits("block_size", block_size)
         self.block_size = block_size
         self.num_neighbor_blocks = num_neighbor_blocks
-        self.attn_drop = nn.Dropout(attn_dropout)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, torch.Tensor]:
+        bs, nn_ = min(self.block_size, n), self.num_neighbor_blocks
+
+        def pattern_mod(h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            return (q // bs - k // bs).abs() <= nn_
+
+        return pattern_mod, self.static_classes(pattern_mod, 1, n, device)
+
+    def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, h_, n, _ = q.shape
         bs = min(self.block_size, n)  # one block of N when N < block_size (same pattern)
         nn_ = self.num_neighbor_blocks

@@ -7,14 +7,15 @@ attention; the paper's separate global projections are not used, as in LRA's Lon
 
 Banded computation: for dilation d the sequence is split into d residue classes (reshape N -> (N/d, d)); inside a
 class the window is a band of half-width r = w/2, computed in blocks of r tokens that attend to the previous, own and
-next block (3r keys) with a band mask. Time O(B·H·N·(w + g)·D), memory O(B·H·N·(w + g)); never N x N.
+next block (3r keys) with a band mask. Time O(B·H·N·(w + g)·D), memory O(B·H·N·(w + g)); never N x N. On CUDA the
+same pattern runs as a FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``).
 """
 
 from __future__ import annotations
 
 import torch
 from einops import rearrange
-from torch import Tensor, nn
+from torch import Tensor
 
 from lra_bench.attention._blocks import (
     masked_attention,
@@ -23,11 +24,12 @@ from lra_bench.attention._blocks import (
     pad_dim,
     real_keys,
 )
-from lra_bench.attention.base import Attention
+from lra_bench.attention._flex import PatternMod
+from lra_bench.attention._sparse import SparsePatternAttention
 from lra_bench.errors import ConfigError
 
 
-class LongformerAttention(Attention):
+class LongformerAttention(SparsePatternAttention):
     """Sliding-window (optionally dilated per head group) attention with global tokens.
 
     Args:
@@ -37,6 +39,7 @@ class LongformerAttention(Attention):
             (``[1]`` = no dilation, as in LRA; the paper uses e.g. ``[1, 2]`` on 2 groups of heads).
         num_global: number of leading tokens with global attention (1 = the CLS token).
         attn_dropout: dropout on the attention probabilities.
+        kernel: "auto" (FlexAttention on CUDA, blocked elsewhere), "blocked" or "flex".
     """
 
     name = "longformer"
@@ -51,8 +54,9 @@ class LongformerAttention(Attention):
         dilations: tuple[int, ...] = (1,),
         num_global: int = 1,
         attn_dropout: float = 0.1,
+        kernel: str = "auto",
     ) -> None:
-        super().__init__(dim, num_heads, seq_len, dropout)
+        super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         self.dilations = tuple(int(d) for d in dilations)
         if window < 0 or num_global < 0 or not self.dilations or min(self.dilations) <= 0:
             raise ConfigError(
@@ -63,12 +67,25 @@ class LongformerAttention(Attention):
             raise ConfigError(f"longformer: {len(self.dilations)} dilation groups but only {num_heads} heads")
         self.window = window
         self.num_global = num_global
-        self.attn_drop = nn.Dropout(attn_dropout)
 
     def head_groups(self) -> list[tuple[int, int, int]]:
         """[(first head, end head, dilation)] for each head group."""
         bounds = torch.tensor_split(torch.arange(self.num_heads), len(self.dilations))
         return [(int(b[0]), int(b[-1]) + 1, d) for b, d in zip(bounds, self.dilations, strict=True)]
+
+    def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
+        g, r = min(self.num_global, n), self.window // 2
+        dilation = torch.empty(self.num_heads, dtype=torch.int64)
+        for h0, h1, d in self.head_groups():
+            dilation[h0:h1] = d
+        dilation = dilation.to(device)  # (H,)
+
+        def pattern_mod(h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            d = dilation[h]
+            band = ((q - k).abs() <= r * d) & ((q - k) % d == 0)
+            return band | (q < g) | (k < g)
+
+        return pattern_mod, self.static_classes(pattern_mod, self.num_heads, n, device)
 
     def _window(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, d: int, g: int) -> Tensor:
         """Dilated band attention (+ global keys) for one head group: q, k, v (B, h, N, D); real (B, N)."""
@@ -99,7 +116,7 @@ class LongformerAttention(Attention):
         out = rearrange(out, "b h c nb w e -> b h c (nb w) e")[:, :, :, :m]  # (B, h, d, m, e)
         return rearrange(out, "b h c m e -> b h (m c) e")[:, :, :n]  # (B, h, N, e)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, _, n, _ = q.shape
         g = min(self.num_global, n)
         real = real_keys(mask, b_, n, q.device)  # (B, N)

@@ -7,7 +7,8 @@ any two positions in two hops (a block holds every residue mod l). Default l = �
 
 Computed blocked, never as a masked N x N: the local heads reshape N into (N/l, l) blocks, the strided heads
 reshape N into (N/l, l) and attend along the first axis (one group of N/l tokens per residue).
-Time O(B·H·N·(l + N/l)·D), memory O(B·H·N·(l + N/l)) = O(B·H·N·√N) at l = √N.
+Time O(B·H·N·(l + N/l)·D), memory O(B·H·N·(l + N/l)) = O(B·H·N·√N) at l = √N. On CUDA the same pattern
+runs as a FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``).
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ import math
 
 import torch
 from einops import rearrange
-from torch import Tensor, nn
+from torch import Tensor
 
 from lra_bench.attention._blocks import combine_by_lse, masked_attention, pad_dim, real_keys
-from lra_bench.attention.base import Attention
+from lra_bench.attention._flex import PatternMod
+from lra_bench.attention._sparse import SparsePatternAttention
 from lra_bench.errors import ConfigError
 
 
-class StridedAttention(Attention):
+class StridedAttention(SparsePatternAttention):
     """Heads split between a block-local pattern and a strided (dilated) pattern (Child et al. 2019).
 
     Args:
@@ -32,6 +34,7 @@ class StridedAttention(Attention):
         merged: True = every head attends to the union of both patterns (the paper's "merged" head);
             False = the first ⌈H/2⌉ heads are local and the others strided (with one head, merged is used).
         attn_dropout: dropout on the attention probabilities.
+        kernel: "auto" (FlexAttention on CUDA, blocked elsewhere), "blocked" or "flex".
     """
 
     name = "strided"
@@ -45,14 +48,24 @@ class StridedAttention(Attention):
         stride: int | None = None,
         merged: bool = False,
         attn_dropout: float = 0.1,
+        kernel: str = "auto",
     ) -> None:
-        super().__init__(dim, num_heads, seq_len, dropout)
+        super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         self.stride = stride if stride is not None else math.ceil(math.sqrt(seq_len))
         if self.stride <= 0:
             raise ConfigError(f"strided: stride must be positive, got {stride}")
         self.merged = merged or num_heads == 1
         self.local_heads = num_heads if self.merged else (num_heads + 1) // 2
-        self.attn_drop = nn.Dropout(attn_dropout)
+
+    def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
+        s, merged = min(self.stride, n), self.merged
+        local_head = torch.arange(self.num_heads, device=device) < self.local_heads  # (H,)
+
+        def pattern_mod(h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            local, strided = q // s == k // s, q % s == k % s
+            return local | strided if merged else torch.where(local_head[h], local, strided)
+
+        return pattern_mod, self.static_classes(pattern_mod, self.num_heads, n, device)
 
     def _local(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int) -> tuple[Tensor, Tensor]:
         """Block-local part on padded inputs (B, h, Np, D), real (B, Np); returns out (B,h,Np,D), lse (B,h,Np)."""
@@ -71,7 +84,7 @@ class StridedAttention(Attention):
         out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop)  # (B,h,s,m,D)
         return rearrange(out, "b h s m d -> b h (m s) d"), rearrange(lse, "b h s m -> b h (m s)")
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, _, n, _ = q.shape
         s = min(self.stride, n)
         real = pad_dim(real_keys(mask, b_, n, q.device), s, dim=1, value=False)  # (B, Np)

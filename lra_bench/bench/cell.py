@@ -6,9 +6,11 @@ stdin: JSON {mode: "model" | "attention", config: <resolved run config>, n, batc
                position real, as at the benchmark's fixed length);
     attention: forward (under the trainer's autocast) + backward of one attention layer alone (model.dim,
                model.num_heads), input (batch, n, dim).
+Both modes ``torch.compile`` what they time when ``trainer.compile`` says so for the device (compilation then
+happens in the first, untimed step).
 stdout: one JSON line {status, median_s, q1_s, q3_s, min_s, repeats, warmup, peak_bytes, before_bytes,
-        peak_delta_bytes, params}. Peak memory is taken on the first step of the fresh process, relative to the
-        memory held once the model and inputs exist (so it includes activations, gradients and the optimizer
+        peak_delta_bytes, params, compiled}. Peak memory is taken on the first step of the fresh process, relative
+        to the memory held once the model and inputs exist (so it includes activations, gradients and the optimizer
         state the step allocates); it comes before the timed steps because a CPU allocator keeps freed pages
         resident, which would hide later steps' peaks. Timing then runs with freed memory kept for reuse
         (``reuse_freed_memory``) so that no step pays page faults for memory the previous step freed.
@@ -31,7 +33,7 @@ from lra_bench.config import to_dataclass
 from lra_bench.models.factory import build_attention_factory
 from lra_bench.train.loop import make_optimizer
 from lra_bench.train.settings import TrainerSettings
-from lra_bench.train.step import autocast, train_step
+from lra_bench.train.step import autocast, compile_enabled, train_step
 
 
 def model_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
@@ -39,6 +41,8 @@ def model_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tup
     task = build_task(cfg.task)
     model = build_model(cfg, cfg.attention, task).to(device).train()
     settings = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
+    if compile_enabled(settings.compile, device):
+        model.compile()
     low = 0 if task.pad_id is None else 1
     shape = (batch, 2, n) if task.dual else (batch, n)
     x = torch.randint(low, task.vocab_size, shape, device=device)  # (B, N) or (B, 2, N)
@@ -54,6 +58,8 @@ def model_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tup
 def attention_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
     layer = build_attention_factory(cfg.attention)(dim=cfg.model.dim, num_heads=cfg.model.num_heads, seq_len=n,
                                                    dropout=0.0).to(device).train()
+    if compile_enabled(cfg.trainer.compile, device):
+        layer.compile()
     x = torch.randn(batch, n, cfg.model.dim, device=device, requires_grad=True)  # (B, N, C)
     mask = torch.ones(batch, n, dtype=torch.bool, device=device)  # (B, N)
     precision = cfg.trainer.precision
@@ -75,15 +81,18 @@ def main() -> None:
     cfg = OmegaConf.create(p["config"])
     make = model_step if p["mode"] == "model" else attention_step
     step, params = make(cfg, p["n"], p["batch"], device)
+    compiled = compile_enabled(cfg.trainer.compile, device)
     try:
         memory = peak_memory_of(step, device)  # first, with the default allocator (see reuse_freed_memory)
         reused = reuse_freed_memory() if device.type == "cpu" else False
         timing = time_callable(step, device, warmup=p["warmup"], repeats=p["repeats"])
     except Exception as e:  # noqa: BLE001 - reported to the parent as a cell status
         status = "oom" if is_oom(e) else "failed"
-        print(json.dumps({"status": status, "message": f"{type(e).__name__}: {str(e)[:500]}", "params": params}))
+        print(json.dumps({"status": status, "message": f"{type(e).__name__}: {str(e)[:500]}", "params": params,
+                          "compiled": compiled}))
         return
-    print(json.dumps({"status": "ok", **asdict(timing), **memory, "params": params, "allocator_reuse": reused}))
+    print(json.dumps({"status": "ok", **asdict(timing), **memory, "params": params, "allocator_reuse": reused,
+                      "compiled": compiled}))
 
 
 if __name__ == "__main__":

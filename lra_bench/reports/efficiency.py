@@ -1,5 +1,7 @@
-"""LRA Table 2 from benchmark cells: steps/s and peak memory against length, ratios to softmax, fitted
-log-log exponents, the paper's numbers beside ours, and the rank agreement with the paper.
+"""LRA Table 2 from benchmark cells: steps/s and peak memory against length, ratios to softmax (the paper's
+baseline) and to flash (exact attention on fused kernels, the baseline a GPU user has), the length at which each
+variant overtakes flash, fitted log-log exponents, the paper's numbers beside ours, and the rank agreement with
+the paper.
 """
 
 from __future__ import annotations
@@ -38,14 +40,46 @@ def fit_exponent(ns: np.ndarray, values: np.ndarray) -> float:
     return float(np.polyfit(np.log(ns[keep]), np.log(values[keep]), 1)[0])
 
 
+BASELINES = ("softmax", "flash")  # ratio columns: the paper's baseline, and exact attention on fused kernels
+
+
 def with_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """Add speed and memory ratios to softmax measured in the same setting (device, profile, batch, mode, n)."""
-    base = df[df.attention == "softmax"].set_index([*GROUP, "n"])[["steps_per_s", "memory_bytes"]]
-    base = base.rename(columns={"steps_per_s": "softmax_steps_per_s", "memory_bytes": "softmax_memory_bytes"})
-    out = df.join(base, on=[*GROUP, "n"])
-    out["speed_vs_softmax"] = out["steps_per_s"] / out["softmax_steps_per_s"]
-    out["memory_vs_softmax"] = out["memory_bytes"] / out["softmax_memory_bytes"]
+    """Add speed and memory ratios to softmax and to flash measured in the same setting (device, profile, batch,
+    mode, n): ``speed_vs_softmax``, ``memory_vs_softmax``, ``speed_vs_flash``, ``memory_vs_flash`` (NaN where the
+    baseline was not measured or did not run)."""
+    out = df
+    for name in BASELINES:
+        base = df[df.attention == name].set_index([*GROUP, "n"])[["steps_per_s", "memory_bytes"]]
+        base = base.rename(columns={"steps_per_s": f"{name}_steps_per_s", "memory_bytes": f"{name}_memory_bytes"})
+        out = out.join(base, on=[*GROUP, "n"])
+        out[f"speed_vs_{name}"] = out["steps_per_s"] / out[f"{name}_steps_per_s"]
+        out[f"memory_vs_{name}"] = out["memory_bytes"] / out[f"{name}_memory_bytes"]
     return out
+
+
+def crossover(ns: np.ndarray, speed: np.ndarray, base: np.ndarray) -> tuple[float, str]:
+    """Where a variant's steps/s overtakes the baseline's for good: (length, text).
+
+    ``speed``/``base``: steps/s at the sorted lengths ``ns``, NaN where the cell did not run (OOM, timeout): a
+    variant that did not run is slower, a baseline that did not run is slower than any variant that did. The
+    length is interpolated log-log between the last measured length where the variant is slower and the first
+    from which it stays faster. Returns (nan, "not up to N") when it is still slower at the longest length,
+    (ns[0], "<= N") when it is faster everywhere.
+    """
+    ns = np.asarray(ns, float)
+    ratio = np.where(np.isnan(speed), 0.0, np.where(np.isnan(base), np.inf, speed / np.where(np.isnan(base), 1, base)))
+    faster = ratio > 1.0
+    if len(ns) == 0 or not faster[-1]:
+        return float("nan"), f"not up to {int(ns[-1]) if len(ns) else '?'}"
+    i = len(faster) - int(np.argmin(faster[::-1])) if not faster.all() else 0  # first of the final run of True
+    if i == 0:
+        return float(ns[0]), f"<= {int(ns[0])}"
+    lo, hi = ratio[i - 1], ratio[i]
+    if lo <= 0 or not np.isfinite(hi):  # a cell that did not run: no interpolation
+        return float(ns[i]), f"{int(ns[i - 1])}-{int(ns[i])}"
+    t = -np.log(lo) / (np.log(hi) - np.log(lo))
+    n_star = float(np.exp(np.log(ns[i - 1]) + t * (np.log(ns[i]) - np.log(ns[i - 1]))))
+    return n_star, f"~{n_star:,.0f}"
 
 
 def exponents(df: pd.DataFrame) -> pd.DataFrame:
@@ -66,10 +100,12 @@ def spearman(a: pd.Series, b: pd.Series) -> float:
     return float(np.corrcoef(ranks.iloc[:, 0], ranks.iloc[:, 1])[0, 1])
 
 
-def cell_text(row: pd.Series, value: str, ratio: str, fmt: str, noisy: bool = False) -> str:
+def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bool = False) -> str:
+    """"value (r1x / r2x)" for an ok cell (a ratio with no baseline shows as "-"), the status otherwise."""
     if row["status"] != "ok":
         return str(row["status"]).upper()
-    return f"{row[value]:{fmt}} ({row[ratio]:.2f}x)" + (f" {MARK}" if noisy else "")
+    shown = " / ".join("-" if pd.isna(row[r]) else f"{row[r]:.2f}x" for r in ratios)
+    return f"{row[value]:{fmt}} ({shown})" + (f" {MARK}" if noisy else "")
 
 
 def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
@@ -82,15 +118,24 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
     for keys, g in sub.groupby(GROUP):
         setting = dict(zip(GROUP, keys, strict=True))
         longest = g.n.max()
+        has_flash = (g.attention == "flash").any()
+        speed_ratios = ["speed_vs_softmax", "speed_vs_flash"] if has_flash else ["speed_vs_softmax"]
+        memory_ratios = ["memory_vs_softmax", "memory_vs_flash"] if has_flash else ["memory_vs_softmax"]
+        flash_speed = g[g.attention == "flash"].set_index("n")["steps_per_s"]
         lines = []
         for attention, a in g.sort_values("n").groupby("attention"):
             row = {"attention": attention}
             for _, r in a.iterrows():
-                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", "speed_vs_softmax", ".3g", bool(r.noisy))
+                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", speed_ratios, ".3g", bool(r.noisy))
             for _, r in a.iterrows():
                 mib = r.copy()
                 mib["memory_mib"] = r["memory_bytes"] / 2**20 if r["status"] == "ok" else np.nan
-                row[f"peak MiB N={r.n}"] = cell_text(mib, "memory_mib", "memory_vs_softmax", ".0f")
+                row[f"peak MiB N={r.n}"] = cell_text(mib, "memory_mib", memory_ratios, ".0f")
+            if has_flash:
+                both = a.set_index("n")["steps_per_s"].to_frame("v").join(flash_speed.rename("f"), how="inner")
+                row["overtakes flash at N"] = ("" if attention == "flash"
+                                               else crossover(both.index.to_numpy(), both.v.to_numpy(),
+                                                              both.f.to_numpy())[1])
             e = exps.loc[(attention, *keys)]
             row["time exp."] = round(e.time_exponent, 2)
             row["mem. exp."] = round(e.memory_exponent, 2)
@@ -110,9 +155,12 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         blocks.append((setting, longest, rho, t, noise_note(g)))
     md = []
     for setting, longest, rho, t, note in blocks:
+        ratios = ("(x / x) = ratio to softmax / to flash at the same length; \"overtakes flash at N\" = the "
+                  "length from which the variant is faster than flash, interpolated log-log between measured lengths"
+                  if "overtakes flash at N" in t else "(x) = ratio to softmax at the same length")
         md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`, batch "
                   f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
-                  f"inputs during a training step; (x) = ratio to softmax at the same length. Spearman rank "
+                  f"inputs during a training step; {ratios}. Spearman rank "
                   f"agreement of steps/s at N={longest} with the paper's 4K column: {rho:.2f}.\n")
         shown = t.drop(columns=[*GROUP, "noisy timings at N"]).astype({"time exp.": object})
         shown.loc[t["noisy timings at N"] != "", "time exp."] = [
@@ -125,14 +173,28 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
 
 
 def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
-    """Log-log time and memory against N per variant, fitted exponent in the legend; PNG (and SVG beside it)."""
-    sub = with_noise(df[(df["mode"] == mode) & (df.status == "ok")])
+    """Log-log time and memory against N per variant, fitted exponent in the legend, a black x where a variant
+    overtakes flash (when flash was measured); PNG (and SVG beside it)."""
+    every = df[df["mode"] == mode]
+    sub = with_noise(every[every.status == "ok"])
     exps = exponents(sub).groupby("attention").first()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
     cmap = plt.get_cmap("tab20")
+    flash = every[every.attention == "flash"].set_index("n")["steps_per_s"]
+    crossings = 0
     for i, (attention, g) in enumerate(sorted(sub.groupby("attention"), key=lambda kv: kv[0])):
         g = g.sort_values("n")
-        style = dict(marker="o", color=cmap(i % 20), lw=2.5 if attention == "softmax" else 1.2)
+        if not flash.empty and attention != "flash":
+            speed = every[every.attention == attention].set_index("n")["steps_per_s"]
+            both = speed.to_frame("v").join(flash.rename("f"), how="inner").sort_index()
+            n_star, _ = crossover(both.index.to_numpy(), both.v.to_numpy(), both.f.to_numpy())
+            known = both.f.dropna()
+            if np.isfinite(n_star) and n_star > both.index.min() and len(known) >= 2:  # crossing on flash's line
+                log_n = np.log(known.index.to_numpy(float))
+                t_star = np.exp(np.interp(np.log(n_star), log_n, np.log(1 / known.values)))  # flash's time there
+                axes[0].scatter([n_star], [t_star], marker="x", s=70, color="black", zorder=6)
+                crossings += 1
+        style = dict(marker="o", color=cmap(i % 20), lw=2.5 if attention in BASELINES else 1.2)
         flag = f" {MARK} noisy" if g.noisy.any() else ""
         axes[0].plot(g.n, g.median_s, label=f"{attention} ({exps.loc[attention].time_exponent:.2f}{flag})", **style)
         axes[0].scatter(g.n[g.noisy], g.median_s[g.noisy], s=160, facecolors="none", edgecolors="red",
@@ -148,7 +210,8 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
         ax.legend(fontsize=7, ncol=2, title="variant (fitted exponent)", title_fontsize=7)
     first = sub.iloc[0] if len(sub) else None
     setting = f", {first.device}, batch {first.batch}" if first is not None else ""
-    title = f"Cost against length ({mode} mode{setting})"
+    title = f"Cost against length ({mode} mode{setting})" + (
+        "; x = where a variant overtakes flash" if crossings else "")
     fig.suptitle(title)
     noisy = sub[sub.noisy]
     if not noisy.empty:

@@ -7,6 +7,7 @@ steps and evaluation excluded, CUDA synchronised), peak memory is reset right be
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,8 @@ class TrainResult:
     peak_memory_bytes: int | None
     memory_reset: bool
     evals: list[dict[str, float]] = field(default_factory=list)
+    loop_seconds: float = 0.0  # wall time of the training loop, validation evaluations included (over resumes)
+    val_eval_seconds: float = 0.0  # wall time of the validation evaluations (over resumes)
 
 
 @torch.no_grad()
@@ -136,6 +139,7 @@ def train(
     evals: list[dict[str, float]] = []
     running = {"loss": 0.0, "correct": 0, "seen": 0}
     start, peak_before = 0, None
+    seconds = {"loop": 0.0, "val_eval": 0.0}  # carried over resumes in the checkpoint
 
     state = checkpoint.load(ckpt.directory) if ckpt.directory is not None else None
     if state is not None:
@@ -147,6 +151,7 @@ def train(
         best_acc, best_step, best_state = state["best_acc"], state["best_step"], state["best_state"]
         timer.load_state_dict(state["timer"])
         peak_before = state.get("peak_memory_bytes")
+        seconds = state.get("seconds", seconds)
 
     def save_checkpoint(step: int) -> None:
         if ckpt.directory is None or shard.rank != 0:
@@ -155,7 +160,7 @@ def train(
             "step": step, "model": core.state_dict(), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "rng": checkpoint.rng_state(), "evals": evals,
             "running": running, "best_acc": best_acc, "best_step": best_step, "best_state": best_state,
-            "timer": timer.state_dict(),
+            "timer": timer.state_dict(), "seconds": {**seconds, "loop": seconds["loop"] + time.perf_counter() - t_loop},
             "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
         })
 
@@ -163,6 +168,7 @@ def train(
     batches = train_batches(train_x, train_y, s.batch_size, seed, start_step=start)
     model.train()
     memory_reset = reset_peak_memory(device)
+    t_loop = time.perf_counter()
     with live_bar(s.max_steps, "train", " steps", initial=start, show=shard.rank == 0,
                   bar_format=TRAIN_FORMAT) as bar:
         for step in range(start + 1, s.max_steps + 1):
@@ -197,7 +203,9 @@ def train(
                 on_metrics(metrics, step)
                 running = {"loss": 0.0, "correct": 0, "seen": 0}
             if step % s.eval_every == 0 or step == s.max_steps:
+                t_eval = time.perf_counter()
                 val_acc = evaluate(core, *data["val"], s, device)
+                seconds["val_eval"] += time.perf_counter() - t_eval
                 evals.append({"step": step, "val_acc": val_acc})
                 on_metrics({"val/acc": val_acc}, step)
                 log.info("step %d val acc %.4f (best %.4f)", step, val_acc, max(best_acc, val_acc))
@@ -214,8 +222,10 @@ def train(
                 raise Preempted(step)
     if start < s.max_steps:  # the finished state: a preemption during the final evaluation resumes from here
         save_checkpoint(s.max_steps)
+    seconds["loop"] += time.perf_counter() - t_loop
     peak = max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None)
     assert best_state is not None
     core.load_state_dict(best_state)
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
-                       peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals)
+                       peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
+                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"])

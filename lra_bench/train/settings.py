@@ -29,6 +29,9 @@ class TrainerSettings:
     precision: "bf16" (autocast, CUDA only; CPU runs stay fp32) or "fp32".
     deterministic: torch deterministic algorithms (CPU runs are bit-exact for a seed).
     checkpoint_every: steps between resumable checkpoints (0 = only when preempted by SIGTERM/SIGUSR2).
+    compile: ``torch.compile`` the model (in place, ``nn.Module.compile``): "auto" = on CUDA only, true, false.
+        Compilation happens in the first steps (excluded from throughput by ``timing_warmup_steps``); the record
+        says whether the run was compiled.
     flush_denormal: on CPU, flush denormal floats to zero (``torch.set_flush_denormal``). Trained attention
         produces denormals (exp of very negative scores) that x86 handles ~100x slower: measured on a Pathfinder
         run, steps/s fell from 17 to under 4 within 1,000 steps without it and stayed at 17 with it, same losses.
@@ -53,6 +56,7 @@ class TrainerSettings:
     deterministic: bool = True
     checkpoint_every: int = 500
     flush_denormal: bool = True
+    compile: Literal["auto", True, False] = "auto"
 
     def __post_init__(self) -> None:
         positive("trainer", max_steps=self.max_steps, batch_size=self.batch_size,

@@ -16,6 +16,11 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+def compile_enabled(setting: str | bool, device: torch.device) -> bool:
+    """``trainer.compile`` resolved for ``device``: "auto" compiles on CUDA only."""
+    return setting is True or (setting == "auto" and device.type == "cuda")
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor, device: torch.device,
                precision: str, grad_clip: float | None) -> tuple[Tensor, Tensor]:
     """Forward (under ``autocast``), cross-entropy in fp32, backward, optional clipping, optimizer step.

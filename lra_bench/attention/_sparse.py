@@ -1,0 +1,81 @@
+"""The base of the sparse-pattern variants (local, strided, global, longformer, bigbird): two kernels, one pattern.
+
+* ``blocked``: the reference implementation of each variant, gathered blocks and masked softmax in plain PyTorch
+  (what runs on CPU and in CI);
+* ``flex``: the same pattern as a FlexAttention block mask (``lra_bench.attention._flex``), compiled on CUDA,
+  eager on CPU (forward only; used by the tests to check both kernels give the same outputs);
+* ``auto`` (default): ``flex`` on CUDA, ``blocked`` elsewhere.
+
+Both kernels compute softmax(QKᵀ/√D) V over the same set of (query, key) pairs, with attention dropout on the
+probabilities in training.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import torch
+from torch import Tensor, nn
+
+from lra_bench.attention._flex import PatternMod, evaluate_classes, flex_pattern_attention
+from lra_bench.attention.base import Attention
+from lra_bench.errors import ConfigError
+
+KERNELS = ("auto", "blocked", "flex")
+
+
+class SparsePatternAttention(Attention):
+    """Attention over a sparse (query, key) pattern with a ``blocked`` and a ``flex`` kernel.
+
+    Subclasses implement ``attend_blocked`` (the reference) and ``flex_pattern`` (the same pattern per element,
+    plus its tile classes).
+
+    Args:
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
+        attn_dropout: dropout on the attention probabilities, training only.
+        kernel: "auto" (flex on CUDA, blocked elsewhere), "blocked" or "flex".
+    """
+
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float,
+                 kernel: str) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        if not 0.0 <= attn_dropout < 1.0:
+            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
+        if kernel not in KERNELS:
+            raise ConfigError(f"attention.kernel={kernel!r} is not one of {', '.join(KERNELS)}")
+        self.kernel = kernel
+        self.attn_drop = nn.Dropout(attn_dropout)
+        self._classes: dict[tuple[int, str], Tensor] = {}  # tile classes of static patterns, per (N, device)
+
+    def kernel_for(self, device_type: str) -> str:
+        """The kernel that runs on ``device_type`` ("blocked" or "flex")."""
+        if self.kernel == "auto":
+            return "flex" if device_type == "cuda" else "blocked"
+        return self.kernel
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        if self.kernel_for(q.device.type) == "flex":
+            return self.attend_flex(q, k, v, mask, compiled=q.device.type == "cuda")
+        return self.attend_blocked(q, k, v, mask)
+
+    def attend_flex(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, compiled: bool,
+                    seed: Tensor | None = None) -> Tensor:
+        """The FlexAttention kernel: q, k, v (B, H, N, D), mask (B, N) or None -> (B, H, N, D)."""
+        pattern_mod, classes = self.flex_pattern(q.shape[2], q.device)
+        p = self.attn_drop.p if self.training else 0.0
+        return flex_pattern_attention(q, k, v, pattern_mod, classes, mask, p, compiled, seed, scale=self.head_dim**-0.5)
+
+    def static_classes(self, pattern_mod: PatternMod, heads: int, n: int, device: torch.device) -> Tensor:
+        """Tile classes of a pattern that depends only on N, computed once per (N, device)."""
+        key = (n, str(device))
+        if key not in self._classes:
+            self._classes[key] = evaluate_classes(pattern_mod, heads, n, device)
+        return self._classes[key]
+
+    @abc.abstractmethod
+    def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """The reference kernel: q, k, v (B, H, N, D), mask (B, N) or None -> (B, H, N, D)."""
+
+    @abc.abstractmethod
+    def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
+        """(pattern_mod(h, q, k) -> bool, tile classes (H or 1, nb, nb) int8) of the pattern at length N."""

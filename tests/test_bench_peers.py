@@ -1,0 +1,70 @@
+"""``scripts/bench_peers.py``: our layers beside the PyPI packages at matched settings."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lra_bench.bench.peers import PAIRS, Pair, PeerMissing, SDPALayer, build, build_peer
+from lra_bench.errors import LRABenchError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=[p.name for p in PAIRS])
+def test_our_side_of_every_pair_builds_with_its_knobs(pair):
+    layer = build(pair, "ours", 64, 4, 256).train()
+    x = torch.randn(2, 256, 64, requires_grad=True)
+    layer(x).sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("pair", [p for p in PAIRS if p.package != "torch"], ids=lambda p: p.name)
+def test_package_side_builds_when_installed(pair):
+    if importlib.util.find_spec(pair.module.split(".")[0]) is None:
+        pytest.skip(f"{pair.package} is not installed (pip install {pair.package}); the GPU machine has its wheel")
+    layer = build(pair, "peer", 64, 4, 256)
+    assert layer(torch.randn(2, 256, 64)).shape == (2, 256, 64)
+
+
+def test_flash_and_the_sdpa_reference_compute_the_same_layer():
+    flash = build(PAIRS[0], "ours", 64, 4, 100).eval()
+    ref = SDPALayer(64, 4).eval()
+    ref.load_state_dict({k.removeprefix("layer."): v for k, v in flash.state_dict().items()})
+    x = torch.randn(2, 100, 64)
+    torch.testing.assert_close(flash(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_missing_package_says_how_to_install_it():
+    pair = Pair("x", "flash", {}, "no-such-package", "no_such_module_xyz", "Layer", lambda d, h, n: {})
+    with pytest.raises(PeerMissing, match="pip install no-such-package"):
+        build_peer(pair, 64, 4, 100)
+    with pytest.raises(LRABenchError, match="side must be ours or peer"):
+        build(pair, "theirs", 64, 4, 100)
+
+
+@pytest.mark.slow
+def test_script_writes_rows_and_a_table(tmp_path):
+    out = tmp_path / "peers"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_peers.py"), "--pairs", "flash", "performer",
+                           "--n", "128", "--batch", "1", "--warmup", "0", "--repeats", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((out / "peers.json").read_text())["rows"]
+    assert {(r["pair"], r["side"]) for r in rows} == {("flash", "ours"), ("flash", "peer"), ("performer", "ours"),
+                                                      ("performer", "peer")}
+    flash = [r for r in rows if r["pair"] == "flash"]
+    assert all(r["status"] == "ok" and r["median_s"] > 0 for r in flash)
+    performer_peer = next(r for r in rows if r["pair"] == "performer" and r["side"] == "peer")
+    installed = importlib.util.find_spec("performer_pytorch") is not None
+    assert performer_peer["status"] == ("ok" if installed else "missing")
+    md = (out / "peers.md").read_text()
+    assert "| flash | 128 |" in md and "torch SDPALayer" in md and "time ours / package" in md
+    if not installed:
+        assert "| performer | 128 |" in md and "MISSING" in md
