@@ -91,7 +91,8 @@ def test_dispatch_no_mask_when_unpadded_and_never_a_dense_mask(monkeypatch):
 
 
 def test_padded_kernel_choice():
-    flash, _ = layers()
+    assert FlashAttention(DIM, HEADS, seq_len=10, dropout=0.0).padded_kernel("cuda", 0.0) == "sdpa"  # head dim 8
+    flash = FlashAttention(4 * 16, HEADS, seq_len=10, dropout=0.0)  # head dim 16
     assert flash.padded_kernel("cuda", 0.0) == "flex"
     assert flash.padded_kernel("cuda", 0.1) == "sdpa"  # FlexAttention has no attention dropout
     assert flash.padded_kernel("cpu", 0.0) == "sdpa"  # the fused CPU flash kernel takes the (B, 1, 1, N) mask

@@ -87,9 +87,13 @@ def test_kernel_knob_routes_the_whole_layer(name, knobs):
     flex.load_state_dict(layer.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(flex(x, mask)[mask], layer(x, mask)[mask], atol=1e-5, rtol=1e-5)
-    assert build(name, **knobs).kernel_for("cuda") == "flex"
-    assert build(name, **knobs).kernel_for("cpu") == "blocked"
+    wide = get_attention_class(name)(dim=4 * 16, num_heads=4, seq_len=400, dropout=0.0, **knobs)  # head dim 16
+    assert wide.kernel_for("cuda") == "flex" and wide.kernel_for("cpu") == "blocked"
+    assert build(name, **knobs).kernel_for("cuda") == "blocked"  # head dim 8: compiled FlexAttention rejects it
     assert layer.kernel_for("cuda") == "blocked" and flex.kernel_for("cpu") == "flex"
+    wide.require_compiled_flex()
+    with pytest.raises(ConfigError, match="power of two >= 16, got model.dim / model.num_heads = 8"):
+        flex.require_compiled_flex()
 
 
 def test_unknown_kernel_and_bad_dropout_fail_clearly():
@@ -244,3 +248,9 @@ def test_device_check_script_passes_and_catches_a_wrong_kernel(monkeypatch, caps
                         broken(self, q, k, v, mask, compiled, seed) * 1.01)
     assert script.main() == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_compiled_kernel_head_dims():
+    from lra_bench.attention._flex import compiled_kernel_supports
+
+    assert [d for d in range(1, 300) if compiled_kernel_supports(d)] == [16, 32, 64, 128, 256]

@@ -52,6 +52,12 @@ def compiled_flex_attention():  # noqa: ANN201 - torch.compile's wrapper type
     return _compiled_flex
 
 
+def compiled_kernel_supports(head_dim: int) -> bool:
+    """Whether compiled FlexAttention (Triton) takes this head dim: a power of two of at least 16 (``tl.dot`` needs
+    16; other sizes fail or index out of bounds). Eager FlexAttention takes any head dim."""
+    return head_dim >= 16 and head_dim & (head_dim - 1) == 0
+
+
 def _num_blocks(n: int, block: int) -> int:
     return -(-n // block)
 

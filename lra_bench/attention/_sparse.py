@@ -4,7 +4,8 @@
   (what runs on CPU and in CI);
 * ``flex``: the same pattern as a FlexAttention block mask (``lra_bench.attention._flex``), compiled on CUDA,
   eager on CPU (forward only; used by the tests to check both kernels give the same outputs);
-* ``auto`` (default): ``flex`` on CUDA, ``blocked`` elsewhere.
+* ``auto`` (default): ``flex`` on CUDA when the head dim suits compiled FlexAttention (a power of two >= 16;
+  Pathfinder's paper model has head dim 8), ``blocked`` otherwise.
 
 Both kernels compute softmax(QKᵀ/√D) V over the same set of (query, key) pairs, with attention dropout on the
 probabilities in training.
@@ -17,7 +18,12 @@ import abc
 import torch
 from torch import Tensor, nn
 
-from lra_bench.attention._flex import PatternMod, evaluate_classes, flex_pattern_attention
+from lra_bench.attention._flex import (
+    PatternMod,
+    compiled_kernel_supports,
+    evaluate_classes,
+    flex_pattern_attention,
+)
 from lra_bench.attention.base import Attention
 from lra_bench.errors import ConfigError
 
@@ -33,7 +39,8 @@ class SparsePatternAttention(Attention):
     Args:
         dim, num_heads, seq_len, dropout: supplied by the encoder (see ``Attention``).
         attn_dropout: dropout on the attention probabilities, training only.
-        kernel: "auto" (flex on CUDA, blocked elsewhere), "blocked" or "flex".
+        kernel: "auto" (flex on CUDA for head dims compiled FlexAttention takes, blocked otherwise), "blocked" or
+            "flex".
     """
 
     def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float,
@@ -50,13 +57,24 @@ class SparsePatternAttention(Attention):
     def kernel_for(self, device_type: str) -> str:
         """The kernel that runs on ``device_type`` ("blocked" or "flex")."""
         if self.kernel == "auto":
-            return "flex" if device_type == "cuda" else "blocked"
+            return "flex" if device_type == "cuda" and compiled_kernel_supports(self.head_dim) else "blocked"
         return self.kernel
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         if self.kernel_for(q.device.type) == "flex":
-            return self.attend_flex(q, k, v, mask, compiled=q.device.type == "cuda")
+            compiled = q.device.type == "cuda"
+            if compiled:
+                self.require_compiled_flex()
+            return self.attend_flex(q, k, v, mask, compiled=compiled)
         return self.attend_blocked(q, k, v, mask)
+
+    def require_compiled_flex(self) -> None:
+        """A clear ConfigError when ``kernel=flex`` is asked on CUDA for a head dim compiled FlexAttention rejects."""
+        if not compiled_kernel_supports(self.head_dim):
+            raise ConfigError(
+                f"attention={self.name} kernel=flex: compiled FlexAttention needs a head dim that is a power of "
+                f"two >= 16, got model.dim / model.num_heads = {self.head_dim}; use attention.kernel=auto "
+                "(blocked for this size) or change model.dim / model.num_heads")
 
     def attend_flex(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, compiled: bool,
                     seed: Tensor | None = None) -> Tensor:

@@ -8,8 +8,9 @@ https://arxiv.org/abs/2205.14135) through ``F.scaled_dot_product_attention`` (SD
 Which kernel runs (one host sync per call checks whether the batch has padding at all):
 
 * no padding (mask None or all True): SDPA with no mask — FlashAttention on CUDA, the fused CPU flash kernel;
-* padding, CUDA, no attention dropout active (eval, or ``attn_dropout=0``) and ``flex_padded``: compiled
-  FlexAttention with a key-padding block mask (fully padded key blocks are skipped);
+* padding, CUDA, no attention dropout active (eval, or ``attn_dropout=0``), ``flex_padded`` and a head dim
+  compiled FlexAttention takes (a power of two >= 16): compiled FlexAttention with a key-padding block mask
+  (fully padded key blocks are skipped);
 * padding otherwise: SDPA with a (B, 1, 1, N) boolean key mask (CPU flash kernel; memory-efficient kernel
   on CUDA, which supports dropout — FlexAttention has no dropout on the probabilities).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from lra_bench.attention._flex import flex_key_padding_attention
+from lra_bench.attention._flex import compiled_kernel_supports, flex_key_padding_attention
 from lra_bench.attention.base import Attention
 from lra_bench.errors import ConfigError
 
@@ -60,8 +61,10 @@ class FlashAttention(Attention):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :], dropout_p=p)  # (B, H, N, D)
 
     def padded_kernel(self, device_type: str, dropout_p: float) -> str:
-        """"flex" (compiled FlexAttention: CUDA, no dropout active, ``flex_padded``) or "sdpa" for a padded batch."""
-        return "flex" if self.flex_padded and device_type == "cuda" and dropout_p == 0.0 else "sdpa"
+        """"flex" (compiled FlexAttention: CUDA, no dropout active, ``flex_padded``, a head dim it takes) or "sdpa"
+        for a padded batch."""
+        usable = self.flex_padded and compiled_kernel_supports(self.head_dim)
+        return "flex" if usable and device_type == "cuda" and dropout_p == 0.0 else "sdpa"
 
     def attend_flex(self, q: Tensor, k: Tensor, v: Tensor, keep: Tensor, compiled: bool) -> Tensor:
         """The FlexAttention path for a padded batch; ``compiled=False`` runs it eagerly (tests on CPU)."""

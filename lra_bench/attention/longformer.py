@@ -69,9 +69,15 @@ class LongformerAttention(SparsePatternAttention):
         self.num_global = num_global
 
     def head_groups(self) -> list[tuple[int, int, int]]:
-        """[(first head, end head, dilation)] for each head group."""
-        bounds = torch.tensor_split(torch.arange(self.num_heads), len(self.dilations))
-        return [(int(b[0]), int(b[-1]) + 1, d) for b, d in zip(bounds, self.dilations, strict=True)]
+        """[(first head, end head, dilation)] for each head group: nearly equal groups, the larger ones first (as
+        ``torch.tensor_split``). Plain ints, no tensors: no host sync, no graph break under ``torch.compile``."""
+        groups, start = [], 0
+        size, extra = divmod(self.num_heads, len(self.dilations))
+        for i, d in enumerate(self.dilations):
+            end = start + size + (1 if i < extra else 0)
+            groups.append((start, end, d))
+            start = end
+        return groups
 
     def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
         g, r = min(self.num_global, n), self.window // 2
