@@ -31,7 +31,6 @@ from torch.nn.attention.flex_attention import BlockMask, flex_attention
 BLOCK_SIZE = 128  # FlexAttention's default tile
 PatternMod = Callable[[Tensor, Tensor, Tensor], Tensor]  # (head, query, key) index tensors -> bool, broadcast
 _CHUNK_ELEMENTS = 2**24  # pattern evaluations per chunk in evaluate_classes
-_M32 = 0xFFFFFFFF
 
 #: Dynamo compiles ``flex_attention`` once per (mask_mod, its captured constants, shapes): a training run needs a
 #: few (training with and without dropout, evaluation batch sizes), a benchmark or check script of every sparse
@@ -163,22 +162,25 @@ def flex_key_padding_attention(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, co
 
 
 def _mix32(x: Tensor) -> Tensor:
-    """A 32-bit integer finaliser (two multiply-xorshift rounds) on int64 values in [0, 2^32): no overflow."""
-    x = ((x ^ (x >> 16)) * 0x45D9F3B) & _M32
-    x = ((x ^ (x >> 16)) * 0x45D9F3B) & _M32
-    return x ^ (x >> 16)
+    """A 32-bit integer finaliser (two multiply-xorshift rounds) in int32 with wrapping multiplication, as torch
+    (CPU, CUDA) and Triton compute it; the shifts are made logical by masking. int32 keeps it cheap in the kernel,
+    which evaluates it for every attended (query, key) pair."""
+    x = (x ^ ((x >> 16) & 0xFFFF)) * 0x45D9F3B
+    x = (x ^ ((x >> 16) & 0xFFFF)) * 0x45D9F3B
+    return x ^ ((x >> 16) & 0xFFFF)
 
 
 def dropout_hash(seed: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
-    """Uniform int64 in [0, 2^32) per (seed, batch, head, query, key); broadcasting index tensors."""
-    x = _mix32((seed ^ (b.to(torch.int64) * 8191 + h.to(torch.int64))) & _M32)
-    x = _mix32(x ^ q.to(torch.int64))
-    return _mix32(x ^ k.to(torch.int64))
+    """Uniform int32 in [0, 2^31) per (seed, batch, head, query, key); broadcasting index tensors."""
+    i32 = torch.int32
+    x = _mix32(seed.to(i32) ^ (b.to(i32) * 8191 + h.to(i32)))
+    x = _mix32(x ^ q.to(i32))
+    return _mix32(x ^ k.to(i32)) & 0x7FFFFFFF
 
 
 def dropped(seed: Tensor, p: float, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
     """The attention-dropout decision of the FlexAttention path: True where the pair (b, h, q, k) is dropped."""
-    return dropout_hash(seed, b, h, q, k) < int(p * 2**32)
+    return dropout_hash(seed, b, h, q, k) < int(p * 2**31)
 
 
 def flex_pattern_attention(q: Tensor, k: Tensor, v: Tensor, pattern_mod: PatternMod, classes: Tensor,
