@@ -43,26 +43,36 @@ def orthogonal_gaussian(num_rows: int, dim: int, device: torch.device | None = N
 
 
 def softmax_kernel_features(x: Tensor, projection: Tensor, is_query: bool, mask: Tensor | None = None) -> Tensor:
-    """FAVOR+ positive features of (B, H, N, D) ``x`` -> (B, H, N, M), fp32, stabilised, zero at padded keys."""
+    """FAVOR+ positive features of (B, H, N, D) ``x`` -> (B, H, N, M), fp32, stabilised, zero at padded keys.
+
+    One (B, H, N, M) tensor is kept for the backward (the exp's output): the stabiliser is found without autograd,
+    and the per-row terms (‖x'‖²/2, the stabiliser, log √M for the 1/√M factor, +inf at padded keys so that
+    exp gives exactly 0 there) are folded into one (B, H, N, 1) shift.
+    """
     x = x.float() * x.shape[-1] ** -0.25  # (B, H, N, D)
-    proj = torch.einsum("bhnd,md->bhnm", x, projection.float())  # (B, H, N, M)
-    logits = proj - 0.5 * x.square().sum(dim=-1, keepdim=True)  # (B, H, N, M): w·x' − ‖x'‖²/2
-    if is_query:
-        stab = logits.amax(dim=-1, keepdim=True)  # (B, H, N, 1): per query
-    else:
-        masked = logits if mask is None else logits.masked_fill(~mask[:, None, :, None], float("-inf"))
-        stab = masked.amax(dim=(-2, -1), keepdim=True)  # (B, H, 1, 1): over real keys and features
-        stab = torch.nan_to_num(stab, neginf=0.0)  # a fully padded row
-    feats = torch.exp(logits - stab.detach()) / math.sqrt(projection.shape[0])  # (B, H, N, M)
-    if mask is not None and not is_query:
-        feats = feats.masked_fill(~mask[:, None, :, None], 0.0)
-    return feats
+    proj = torch.einsum("bhnd,md->bhnm", x, projection.float())  # (B, H, N, M): w·x'
+    half_sq = 0.5 * x.square().sum(dim=-1, keepdim=True)  # (B, H, N, 1): ‖x'‖²/2
+    padded = None if mask is None or is_query else ~mask[:, None, :, None]  # (B, 1, N, 1) True = padded key
+    with torch.no_grad():
+        logits = proj - half_sq  # (B, H, N, M)
+        if is_query:
+            stab = logits.amax(dim=-1, keepdim=True)  # (B, H, N, 1): per query
+        else:
+            if padded is not None:
+                logits.masked_fill_(padded, float("-inf"))
+            stab = logits.amax(dim=(-2, -1), keepdim=True)  # (B, H, 1, 1): over real keys and features
+            stab = torch.nan_to_num(stab, neginf=0.0)  # a fully padded row
+        del logits
+    shift = half_sq + stab + 0.5 * math.log(projection.shape[0])  # (B, H, N, 1)
+    if padded is not None:
+        shift = shift.masked_fill(padded, float("inf"))  # exp(-inf) = 0 at padded keys
+    return torch.exp(proj - shift)  # (B, H, N, M) = exp(w·x' − ‖x'‖²/2 − stab) / √M
 
 
 def relu_kernel_features(x: Tensor, projection: Tensor, mask: Tensor | None = None, eps: float = 1e-3) -> Tensor:
     """Generalized (ReLU) Performer features, the LRA code's default kernel: relu(Wx)/√M + eps, zero at padded keys."""
-    feats = F.relu(torch.einsum("bhnd,md->bhnm", x.float(), projection.float())) / math.sqrt(projection.shape[0])
-    feats = feats + eps  # (B, H, N, M)
+    scaled = projection.float() / math.sqrt(projection.shape[0])  # (M, D): relu(Wx)/√M = relu((W/√M) x)
+    feats = F.relu(torch.einsum("bhnd,md->bhnm", x.float(), scaled)) + eps  # (B, H, N, M)
     if mask is not None:
         feats = feats.masked_fill(~mask[:, None, :, None], 0.0)
     return feats

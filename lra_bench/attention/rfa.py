@@ -75,25 +75,29 @@ class RFAAttention(Attention):
         if self.training and self.redraw_interval > 0 and step > 0 and step % self.redraw_interval == 0:
             self.redraw_features()
 
-    def features(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        """(B, H, N, D) -> (B, H, N, 2M) fp32 features of x/‖x‖ (zero at masked positions when ``mask`` is given)."""
+    def features(self, x: Tensor) -> Tensor:
+        """(B, H, N, D) -> (B, H, N, 2M) fp32 features [sin, cos](ω·x/‖x‖), without the paper's 1/√M factor
+        (``attend`` puts it back where it matters: the ``eps`` clamp)."""
         x = F.normalize(x.float(), dim=-1) * self.log_inv_sigma.float().exp()[:, None, :]  # (B, H, N, D)
         proj = torch.einsum("bhnd,md->bhnm", x, self.omega.float())  # (B, H, N, M)
-        feats = torch.cat([proj.sin(), proj.cos()], dim=-1) / math.sqrt(self.num_features)  # (B, H, N, 2M)
-        if mask is not None:
-            feats = feats.masked_fill(~mask[:, None, :, None], 0.0)
-        return feats
+        return torch.cat([proj.sin(), proj.cos()], dim=-1)  # (B, H, N, 2M)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """φ(q)ᵀ Σ_j φ(k_j) v_jᵀ / max(φ(q)ᵀ Σ_j φ(k_j), eps) over the real keys j, φ with its 1/√M: the factor 1/M
+        of numerator and denominator cancels except in the clamp, hence ``eps · M`` on the unscaled features.
+        Padded keys are left out through v (zeroed) and the key sum (weighted by the mask): no masked copy of the
+        (B, H, N, 2M) key features."""
         dtype = q.dtype
         with torch.autocast(device_type=q.device.type, enabled=False):
             phi_q = self.features(q)  # (B, H, N, 2M)
-            phi_k = self.features(k, mask)  # (B, H, N, 2M)
+            phi_k = self.features(k)  # (B, H, N, 2M)
             v = v.float()
             if mask is not None:
                 v = v.masked_fill(~mask[:, None, :, None], 0.0)  # (B, H, N, D)
+                k_sum = torch.einsum("bhnm,bn->bhm", phi_k, mask.float())  # (B, H, 2M): real keys only
+            else:
+                k_sum = phi_k.sum(dim=-2)  # (B, H, 2M)
             kv = torch.einsum("bhnm,bhnd->bhmd", phi_k, v)  # (B, H, 2M, D)
-            k_sum = phi_k.sum(dim=-2)  # (B, H, 2M)
-            denom = torch.einsum("bhnm,bhm->bhn", phi_q, k_sum).clamp_min(self.eps)  # (B, H, N)
+            denom = torch.einsum("bhnm,bhm->bhn", phi_q, k_sum).clamp_min(self.eps * self.num_features)  # (B, H, N)
             out = torch.einsum("bhnm,bhmd->bhnd", phi_q, kv) / denom[..., None]  # (B, H, N, D)
         return out.to(dtype)
