@@ -317,6 +317,22 @@ def test_largest_intermediate_is_subquadratic(key):
     assert numel < BIG_N * BIG_N, f"{key}: largest intermediate {numel} ({op}) >= N² = {BIG_N * BIG_N}"
 
 
+def test_compressed_equals_softmax_over_the_compressed_keys():
+    """softmax(Q conv(K)ᵀ/√D) conv(V) over the windows holding a real token, K and V zeroed at padding first."""
+    layer = build("compressed", compression=3)
+    q, k, v, mask = qkv_mask(h=HEADS, n=13, d=DIM // HEADS)  # 13: the last window is cut short
+    got = layer.attend(q, k, v, mask)
+    keep = mask[:, None, :, None]
+    k_c = layer._compress(layer.conv_k, k.masked_fill(~keep, 0.0), 2)  # (B, H, 5, D)
+    v_c = layer._compress(layer.conv_v, v.masked_fill(~keep, 0.0), 2)
+    windows = F.pad(mask, (0, 2)).view(2, 5, 3).any(-1)  # (B, 5)
+    want = softmax_attention(q, k_c, v_c, windows, (DIM // HEADS) ** -0.5)
+    assert_close_at_real(got, want, mask, atol=1e-5, rtol=1e-5)
+    layer.train()
+    layer.attn_dropout = 0.5
+    assert not torch.allclose(layer.attend(q, k, v, mask), layer.attend(q, k, v, mask)), "dropout in training"
+
+
 def test_compressed_default_memory_is_n_squared_over_stride():
     n, heads, s = 3000, 4, 3
     layer = build("compressed", dim=64, heads=heads, seq_len=n).train()

@@ -7,20 +7,21 @@ Padded rows of K and V are zeroed before the convolution, the sequence is right-
 to a multiple of the stride, and compressed keys whose window holds only padding are masked out;
 the output at real positions therefore equals the truncated input's output.
 
-Time O(B·H·N·(N/s)·D + B·N·C²), memory O(B·H·N·N/s) (s = ``compression``): still quadratic in N,
-but s times smaller than softmax attention.
+The attention over the compressed keys runs through ``F.scaled_dot_product_attention`` with a (B, 1, 1, N/s) key
+mask: a fused kernel that never stores the N x N/s probabilities where one exists (CUDA; CPU outside training
+with attention dropout).
+
+Time O(B·H·N·(N/s)·D + B·N·C²), memory O(B·H·N·N/s) (s = ``compression``; O(B·H·N) on fused kernels): still
+quadratic in time, s times less than softmax attention.
 """
 
 from __future__ import annotations
 
-import math
-
-import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention, key_padding_bias
+from lra_bench.attention.base import Attention
 from lra_bench.errors import ConfigError
 
 
@@ -50,7 +51,9 @@ class CompressedAttention(Attention):
         self.compression = compression
         self.conv_k = nn.Conv1d(dim, dim, kernel_size=compression, stride=compression)
         self.conv_v = nn.Conv1d(dim, dim, kernel_size=compression, stride=compression)
-        self.attn_drop = nn.Dropout(attn_dropout)
+        if not 0.0 <= attn_dropout < 1.0:
+            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
+        self.attn_dropout = attn_dropout
 
     def _compress(self, conv: nn.Conv1d, t: Tensor, pad: int) -> Tensor:
         t = rearrange(t, "b h n d -> b (h d) n")  # (B, C, N)
@@ -66,9 +69,10 @@ class CompressedAttention(Attention):
             v = v.masked_fill(~keep, 0.0)
         k_c = self._compress(self.conv_k, k, pad)  # (B, H, M, D)
         v_c = self._compress(self.conv_v, v, pad)  # (B, H, M, D)
-        scores = torch.einsum("bhnd,bhmd->bhnm", q, k_c) / math.sqrt(self.head_dim)  # (B, H, N, M)
+        attn_mask = None
         if mask is not None:
-            block_mask = F.pad(mask, (0, pad)).view(mask.shape[0], -1, s).any(dim=-1)  # (B, M): window has a real row
-            scores = scores + key_padding_bias(block_mask, scores.dtype)  # bias (B, 1, 1, M)
-        probs = self.attn_drop(scores.softmax(dim=-1))  # (B, H, N, M)
-        return torch.einsum("bhnm,bhmd->bhnd", probs, v_c)  # (B, H, N, D)
+            window_real = F.pad(mask, (0, pad)).view(mask.shape[0], -1, s).any(dim=-1)  # (B, M): a real row inside
+            window_real = window_real | ~window_real.any(dim=-1, keepdim=True)  # a fully padded row: keep it finite
+            attn_mask = window_real[:, None, None, :]  # (B, 1, 1, M)
+        p = self.attn_dropout if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k_c, v_c, attn_mask=attn_mask, dropout_p=p)  # (B, H, N, D)
