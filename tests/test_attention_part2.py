@@ -317,6 +317,18 @@ def test_largest_intermediate_is_subquadratic(key):
     assert numel < BIG_N * BIG_N, f"{key}: largest intermediate {numel} ({op}) >= N² = {BIG_N * BIG_N}"
 
 
+def test_linformer_equals_softmax_over_the_projected_keys():
+    """softmax(Q (Eᵀ K)ᵀ/√D) (Fᵀ V) with the first N rows of E and F, K and V zeroed at padding first."""
+    layer = build("linformer", low_rank_features=5)
+    q, k, v, mask = qkv_mask(h=HEADS, n=12, d=DIM // HEADS)
+    keep = mask[:, None, :, None]
+    e, f = layer.proj_k[:12], layer.proj_v[:12]  # (N, M)
+    k_low = torch.einsum("bhnd,nm->bhmd", k.masked_fill(~keep, 0.0), e)
+    v_low = torch.einsum("bhnd,nm->bhmd", v.masked_fill(~keep, 0.0), f)
+    want = softmax_attention(q, k_low, v_low, torch.ones(2, 5, dtype=torch.bool), (DIM // HEADS) ** -0.5)
+    assert_close_at_real(layer.attend(q, k, v, mask), want, mask, atol=1e-5, rtol=1e-5)
+
+
 def test_compressed_equals_softmax_over_the_compressed_keys():
     """softmax(Q conv(K)ᵀ/√D) conv(V) over the windows holding a real token, K and V zeroed at padding first."""
     layer = build("compressed", compression=3)

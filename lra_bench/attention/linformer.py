@@ -6,7 +6,10 @@ Keys and values (B, H, N, D) are projected to (B, H, M, D) with learned E, F in 
 N < seq_len the first N rows of E and F are used, and padded rows of K and V are zeroed before the
 projection, so padded content never reaches the projected keys (padded == truncated exactly).
 
-Time O(B·H·N·M·D), memory O(B·H·N·M) (M = ``low_rank_features``, fixed; linear in N).
+The softmax over the M projected keys runs through ``F.scaled_dot_product_attention`` (fused kernels where one
+exists: CUDA; CPU outside training with attention dropout).
+
+Time O(B·H·N·M·D), memory O(B·H·N·M) (M = ``low_rank_features``, fixed; linear in N; O(B·H·N) on fused kernels).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention
@@ -48,7 +52,9 @@ class LinformerAttention(Attention):
         std = 1.0 / math.sqrt(low_rank_features)
         self.proj_k = nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # E: (seq_len, M)
         self.proj_v = None if share_kv else nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # F
-        self.attn_drop = nn.Dropout(attn_dropout)
+        if not 0.0 <= attn_dropout < 1.0:
+            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
+        self.attn_dropout = attn_dropout
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         n = q.shape[-2]
@@ -60,6 +66,5 @@ class LinformerAttention(Attention):
         f = e if self.proj_v is None else self.proj_v[:n].to(v.dtype)  # (N, M)
         k_low = torch.einsum("bhnd,nm->bhmd", k, e)  # (B, H, M, D)
         v_low = torch.einsum("bhnd,nm->bhmd", v, f)  # (B, H, M, D)
-        scores = torch.einsum("bhnd,bhmd->bhnm", q, k_low) / math.sqrt(self.head_dim)  # (B, H, N, M)
-        probs = self.attn_drop(scores.softmax(dim=-1))  # (B, H, N, M)
-        return torch.einsum("bhnm,bhmd->bhnd", probs, v_low)  # (B, H, N, D)
+        p = self.attn_dropout if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k_low, v_low, dropout_p=p)  # (B, H, N, D): softmax over M keys

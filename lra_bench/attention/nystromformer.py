@@ -12,7 +12,11 @@ goes to segment floor(r·M/L)), so landmarks never see padding and a padded row 
 truncated row's output. When L < M, the empty segments are masked out of both softmaxes and kept out
 of the pseudo-inverse as an identity block.
 
-Time O(B·H·N·M·D + B·H·M³), memory O(B·H·N·M) (M = ``num_landmarks``).
+The two N-sided softmaxes are attentions: softmax(Q̃ Kᵀ) V over the real keys, and softmax(Q K̃ᵀ) W over the
+filled landmarks with W = pinv · softmax(Q̃ Kᵀ) V (M x D). Both run through ``F.scaled_dot_product_attention``
+(fused kernels, no N x M matrix stored where one exists); only the M x M kernel is explicit.
+
+Time O(B·H·N·M·D + B·H·M³), memory O(B·H·N·M) (M = ``num_landmarks``; O(B·H·(N + M²)) on fused kernels).
 """
 
 from __future__ import annotations
@@ -107,17 +111,21 @@ class NystromformerAttention(Attention):
             k_land = torch.einsum("bnm,bhnd->bhmd", assign, k) * inv_count[:, None, :, None]  # (B, H, M, D)
 
             land_bias = key_padding_bias(filled, torch.float32)  # (B, 1, 1, M)
-            kernel_1 = (q @ k_land.transpose(-1, -2) + land_bias).softmax(dim=-1)  # (B, H, N, M)
             kernel_2 = (q_land @ k_land.transpose(-1, -2) + land_bias).softmax(dim=-1)  # (B, H, M, M)
             # empty landmarks: identity rows/columns, so they form a separate block of the pseudo-inverse
             eye = torch.eye(self.num_landmarks, device=q.device)  # (M, M)
             empty_row = ~filled[:, None, :, None]  # (B, 1, M, 1)
             kernel_2 = torch.where(empty_row, eye, kernel_2)  # (B, H, M, M)
-            key_bias = key_padding_bias(mask, torch.float32)  # (B, 1, 1, N)
-            kernel_3 = (q_land @ k.transpose(-1, -2) + key_bias).softmax(dim=-1)  # (B, H, M, N)
-
             pinv = iterative_pinv(kernel_2, self.pinv_iterations)  # (B, H, M, M)
-            out = (kernel_1 @ pinv) @ (kernel_3 @ v)  # (B, H, N, D)
+
+            # a row without any real key (all padding) attends everywhere: finite, and unused
+            real = mask | ~mask.any(dim=-1, keepdim=True)  # (B, N)
+            filled_keys = filled | ~filled.any(dim=-1, keepdim=True)  # (B, M)
+            # softmax(Q̃ Kᵀ) V: q, k are pre-scaled by D^-1/4 each, hence scale 1
+            land_v = F.scaled_dot_product_attention(q_land, k, v, attn_mask=real[:, None, None, :], scale=1.0)
+            weights = pinv @ land_v  # (B, H, M, D)
+            out = F.scaled_dot_product_attention(q, k_land, weights, attn_mask=filled_keys[:, None, None, :],
+                                                 scale=1.0)  # (B, H, N, D) = softmax(Q K̃ᵀ) pinv softmax(Q̃ Kᵀ) V
             if self.conv is not None:
                 out = out + self.conv(v)  # depthwise over N per head: (B, H, N, D)
         return out.to(dtype)
