@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import pandas as pd
 from omegaconf import OmegaConf
 

@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import torch
 import torch.nn.functional as F
 from torch import Tensor

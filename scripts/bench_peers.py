@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import torch
 
 from lra_bench.bench.memory import is_oom, peak_memory_of, reuse_freed_memory

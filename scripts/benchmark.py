@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import hydra
 from omegaconf import DictConfig
 

@@ -19,6 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import torch
 from omegaconf import OmegaConf
 

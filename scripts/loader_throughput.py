@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf

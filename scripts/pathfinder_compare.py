@@ -17,6 +17,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image

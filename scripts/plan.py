@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 from omegaconf import OmegaConf
 
 from lra_bench.files import atomic_open

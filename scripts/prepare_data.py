@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import numpy as np
 from hydra import compose, initialize_config_dir
 

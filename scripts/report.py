@@ -6,7 +6,8 @@
     python scripts/report.py --curated cpu        # regenerate the committed results/cpu/ from its committed records
     python scripts/report.py --size popularity --popularity-csv my_counts.csv   # columns attention,value,source
 
-Writes into --out: table1.md / .csv (LRA Table 1), accuracy.png / .svg (per-task bars), table2_<mode>.md / .csv
+Writes into --out: table1.md / .csv (LRA Table 1), accuracy.png / .svg (per-task bars), val_curves.png / .svg
+(validation accuracy during training), table2_<mode>.md / .csv
 and scaling_<mode>.png / .svg (LRA Table 2), bubble.png / .svg / .csv (LRA Figure 3), and REPORT.md, which
 embeds them all and states the command that regenerates them. Missing inputs skip their part with a message.
 
@@ -29,11 +30,13 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # this command writes files only; the library leaves the backend to its caller
+import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import matplotlib.pyplot as plt
 
 from lra_bench.paper import TASKS
 from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import SIZES, XS, bubble_chart, read_popularity
+from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.table1 import load_runs, pick_profile, table1
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
@@ -133,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         plt.close(fig)
         written += ["accuracy.png", "accuracy.svg"]
         sections.append(f"![Per-task test accuracy, profile {profile}](accuracy.png)\n")
+        try:
+            fig = val_curves(runs, out / "val_curves.png", profile)
+        except ValueError as e:
+            skipped.append(f"validation curves: {e}")
+        else:
+            plt.close(fig)
+            written += ["val_curves.png", "val_curves.svg"]
+            sections.append(f"![Validation accuracy during training, profile {profile}](val_curves.png)\n")
 
     # Table 2 from the benchmark cells
     cells = load_cells(args.bench_dir)

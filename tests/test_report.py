@@ -361,3 +361,24 @@ def test_notebook_runs_on_the_fixture(store, monkeypatch):
     assert "54.60" in outputs  # Table 1 of the fixture
     assert "image/png" in outputs  # the figures were drawn
     assert "Traceback" not in outputs
+
+
+def test_validation_curves_from_the_records_evals(store, tmp_path):
+    from lra_bench.reports.curves import val_curves
+
+    for seed, (a, b) in enumerate([(0.30, 0.36), (0.32, 0.40)]):  # softmax on ListOps: two seeds, two evaluations
+        rec = record("listops", "softmax", seed, acc=b, finished="2026-02-01T00:00")
+        write(store / "runs", {**rec, "evals": [{"step": 50, "val_acc": a}, {"step": 100, "val_acc": b}]})
+    with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+        df = load_runs(store / "runs")
+    fig = val_curves(df, tmp_path / "val_curves.png", profile="cpu")
+    data = fig.curve_data.set_index(["attention", "task", "step"])
+    assert data.loc[("softmax", "listops", 100), "val_acc"] == pytest.approx(38.0)
+    assert data.loc[("softmax", "listops", 50), "seeds"] == 2
+    assert set(fig.curve_data.task) == {"listops"}  # the fixture's other records have no evaluations
+    ax = fig.axes[0]
+    assert ax.get_title() == "ListOps" and "paper Transformer (test)" in [t.get_text() for t in ax.get_legend().texts]
+    assert (tmp_path / "val_curves.png").stat().st_size > 10_000 and (tmp_path / "val_curves.svg").is_file()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no ok run with evaluations"):
+        val_curves(df, profile="smoke")

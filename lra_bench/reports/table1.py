@@ -46,7 +46,7 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
-               "device", "config_hash", "finished_at", "message", "path"]
+               "device", "config_hash", "finished_at", "message", "path", "evals"]
 
 
 def _is_synthetic(rec: dict) -> bool:
@@ -88,6 +88,7 @@ def _row(rec: dict) -> dict:
         "config_hash": rec.get("config_hash") or rec.get("_path"),
         "finished_at": str(rec.get("finished_at") or rec.get("started_at") or ""),
         "message": str(rec.get("message") or ""), "path": rec.get("_path", ""),
+        "evals": rec["evals"] if isinstance(rec.get("evals"), list) else [],
     }
 
 

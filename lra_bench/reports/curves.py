@@ -1,0 +1,69 @@
+"""Validation accuracy during training, from the ``evals`` of the run records: one panel per task, one line per
+attention (the mean over its ok seeds; the seeds themselves faint when there are several), the test set's
+majority-class rate dashed and the paper's Transformer test accuracy dotted — the evidence to read beside a
+Table 1 cell that is far from the paper's (still rising? flat at chance? overfitting after a peak?).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from lra_bench import paper
+from lra_bench.reports.table1 import TASK_LABELS, TASKS, attention_color, attention_order, scored_runs
+
+
+def curve(evals: list[dict]) -> pd.Series:
+    """(step -> validation accuracy %) of one run."""
+    return pd.Series({int(e["step"]): 100 * float(e["val_acc"]) for e in evals}, dtype=float).sort_index()
+
+
+def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str | None = None,
+               title: str | None = None):
+    """The figure (``fig.curve_data``: attention, task, step, mean val acc %, seeds); saves PNG + SVG at ``path``.
+
+    Raises ValueError when no ok run of ``profile`` has evaluations.
+    """
+    sub = scored_runs(runs, profile)
+    sub = sub[(sub.status == "ok") & sub.evals.map(lambda e: isinstance(e, list) and len(e) > 0)]
+    tasks = [t for t in TASKS if t in set(sub.task)]
+    if not tasks:
+        raise ValueError(f"no ok run with evaluations (profile {profile})")
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.4), squeeze=False)
+    rows = []
+    for ax, task in zip(axes[0], tasks, strict=True):
+        g = sub[sub.task == task]
+        for attention in attention_order(set(g.attention)):
+            seeds = [curve(e) for e in g[g.attention == attention].evals]
+            table = pd.concat(seeds, axis=1)  # (steps, seeds)
+            mean = table.mean(axis=1)
+            color = attention_color(attention)
+            if len(seeds) > 1:
+                for _, s in table.items():
+                    ax.plot(s.index, s.values, color=color, lw=0.7, alpha=0.3)
+            ax.plot(mean.index, mean.values, color=color, lw=1.6,
+                    label=f"{attention}" + (f" ({len(seeds)} seeds)" if len(seeds) > 1 else ""))
+            rows += [{"attention": attention, "task": task, "step": int(step), "val_acc": float(v),
+                      "seeds": len(seeds)} for step, v in mean.items()]
+        majority = g.test_majority_rate.dropna()
+        if not majority.empty:
+            ax.axhline(100 * majority.mean(), ls="--", color="grey", lw=1, label="majority class (test)")
+        if task in paper.TASKS:
+            ax.axhline(paper.paper_task_score("softmax", task), ls=":", color="black", lw=1,
+                       label="paper Transformer (test)")
+        ax.set_title(TASK_LABELS.get(task, task))
+        ax.set_xlabel("training step")
+        ax.set_ylabel("validation accuracy (%)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    fig.suptitle(title or f"Validation accuracy during training (profile {profile})")
+    fig.tight_layout()
+    fig.curve_data = pd.DataFrame(rows)
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        fig.savefig(path.with_suffix(".svg"))
+    return fig
