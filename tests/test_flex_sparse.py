@@ -225,11 +225,12 @@ def test_compiled_kernel_equals_eager_with_dropout():
     torch.testing.assert_close(at_real(compiled, mask), at_real(eager, mask), atol=1e-5, rtol=1e-5)
 
 
-def load_check_script():
+def load_check_script(monkeypatch):
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "check_flex_paths.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as `python scripts/check_flex_paths.py` has it (import _repo)
     spec = importlib.util.spec_from_file_location("check_flex_paths", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -238,7 +239,7 @@ def load_check_script():
 
 def test_device_check_script_passes_and_catches_a_wrong_kernel(monkeypatch, capsys):
     """scripts/check_flex_paths.py (the first thing to run on the GPU machine), eager on CPU."""
-    script = load_check_script()
+    script = load_check_script(monkeypatch)
     monkeypatch.setattr(sys, "argv", ["check_flex_paths.py", "--n", "200", "--batch", "2", "--dim", "32",
                                       "--no-compile", "--device", "cpu"])
     assert script.main() == 0
