@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lra_bench import paper
+from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.table1 import (
     FAIL_LABELS,
     TASK_LABELS,
@@ -75,8 +76,5 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
     fig.tight_layout()
     fig.accuracy_data = cells[["profile", "attention", "task", "mean", "std", "n", "failures"]].copy()
     if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        fig.savefig(path.with_suffix(".svg"))
+        save_png_svg(fig, path, dpi=110)
     return fig

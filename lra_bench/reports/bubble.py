@@ -26,6 +26,7 @@ import pandas as pd
 
 from lra_bench import paper
 from lra_bench.reports.efficiency import with_ratios
+from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.table1 import TASK_LABELS, attention_color, attention_order, lra_scores
 
 SIZES = ("memory", "params", "popularity")
@@ -340,9 +341,6 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     fig.bubble_omitted = omitted
     fig.bubble_meta = meta
     if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
-        fig.savefig(path.with_suffix(".svg"))
+        save_png_svg(fig, path, dpi=120)
         plotted.to_csv(path.with_suffix(".csv"), index=False)
     return fig

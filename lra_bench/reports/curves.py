@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from lra_bench import paper
+from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.table1 import TASK_LABELS, TASKS, attention_color, attention_order, scored_runs
 
 
@@ -62,8 +63,5 @@ def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str 
     fig.tight_layout()
     fig.curve_data = pd.DataFrame(rows)
     if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        fig.savefig(path.with_suffix(".svg"))
+        save_png_svg(fig, path, dpi=110)
     return fig

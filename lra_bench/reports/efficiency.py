@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lra_bench import paper
+from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise
 from lra_bench.reports.store import flatten, read_json_tree
 
@@ -218,9 +219,6 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
         fig.text(0.01, 0.01, f"{MARK} red rings: noisy timings (interquartile range > {NOISY_IQR:.0%} of the median); "
                  f"their exponents are unreliable. Re-run them:\n{rerun_command(noisy)}", fontsize=7, color="red")
     fig.tight_layout(rect=(0, 0.05 if not noisy.empty else 0, 1, 1))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    fig.savefig(path.with_suffix(".svg"))
+    path = save_png_svg(fig, path, dpi=120)
     plt.close(fig)
     return path
