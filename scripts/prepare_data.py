@@ -15,9 +15,11 @@ from pathlib import Path
 import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import numpy as np
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 
 from lra_bench.build import build_task
 from lra_bench.errors import LRABenchError
+from lra_bench.suggest import check_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,10 +46,20 @@ def describe(overrides: list[str]) -> str:
 
 
 def main() -> None:
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__.strip())
+        return
+    if (problem := check_overrides(sys.argv[1:], ROOT / "configs", "run")) is not None:
+        print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
+        sys.exit(2)
     try:
         print(describe(sys.argv[1:]))
     except LRABenchError as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except HydraException as e:  # a malformed override or an unknown config option
+        print(f"error: {str(e).splitlines()[0]}\n(overrides are key=value as for run.py, e.g. task=listops "
+              "profile=paper; see --help)", file=sys.stderr)
         sys.exit(2)
 
 

@@ -132,3 +132,22 @@ def test_prepare_command_is_idempotent_and_reports_balance(tmp_path):
     assert first.stdout.splitlines()[1] == second.stdout.splitlines()[1]  # same fingerprint
     bad = subprocess.run([*cmd, "task.data_dir=/nope"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "lra_release.gz" in bad.stderr
+
+
+@pytest.mark.slow
+def test_prepare_command_help_and_bad_overrides_are_clear():
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    def prepare(*args):
+        return subprocess.run([sys.executable, "scripts/prepare_data.py", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    shown = prepare("--help")
+    assert shown.returncode == 0 and "python scripts/prepare_data.py task=listops profile=paper" in shown.stdout
+    typo = prepare("task=listop")
+    assert typo.returncode == 2 and "did you mean task=listops?" in typo.stderr and "Traceback" not in typo.stderr
+    flag = prepare("--bogus")
+    assert flag.returncode == 2 and "overrides are key=value" in flag.stderr and "Traceback" not in flag.stderr
