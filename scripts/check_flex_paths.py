@@ -5,10 +5,12 @@ For local, strided, global, longformer and bigbird (their configs' settings, or 
        backward (CUDA), the gradients of q, k and v;
     2. compiled flex == eager flex with attention dropout and a fixed dropout seed (the hashed mask compiles to the
        same decisions): outputs, and gradients on CUDA.
-Prints one line per check and exits 1 if any fails. The test suite runs the same checks on CPU (forward only:
-torch has no FlexAttention backward on CPU); on the GPU machine this is the first thing to run.
+Eager FlexAttention evaluates the mask on every pair and ignores the block mask's tiles, so it is the reference
+for the tiles the compiled kernel skips. Prints one line per check and exits 1 if any fails. The test suite runs
+the same checks on CPU (forward only: torch has no FlexAttention backward on CPU); on the GPU machine this is the
+first thing to run.
 
-    python scripts/check_flex_paths.py                       # N=1024, batch 4, dim 256, 4 heads
+    python scripts/check_flex_paths.py                       # N=1025 (a partial last tile), batch 4, dim 256, 4 heads
     python scripts/check_flex_paths.py --n 300 --batch 2 --no-compile
 """
 
@@ -88,7 +90,8 @@ def run(name: str, args: argparse.Namespace, device: torch.device) -> list[tuple
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
-    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--n", type=int, default=1025,
+                    help="default 1025: not a multiple of the 128-token tile, as real lengths (max_len + 1)")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)

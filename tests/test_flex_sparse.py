@@ -146,23 +146,32 @@ def test_evaluate_classes_in_many_chunks(monkeypatch):
     assert torch.equal(whole, dense_classes(pattern_mod(torch.arange(3)[:, None, None], pos[:, None], pos), BLOCK_SIZE))
 
 
-@pytest.mark.parametrize(("name", "knobs"), [SETTINGS[1], SETTINGS[5], SETTINGS[8]], ids=[IDS[1], IDS[5], IDS[8]])
+@pytest.mark.parametrize(("name", "knobs"), SETTINGS, ids=IDS)
 def test_flex_attention_dropout_is_dropout_on_the_probabilities(name, knobs):
-    """Output = (P ⊙ keep / (1-p)) V with P the softmax over the whole pattern, keep the hashed decision."""
-    p, n = 0.3, 300
+    """Output = (P ⊙ keep / (1-p)) V, P the softmax over the whole pattern: read through V = I (the output is then
+    P ⊙ keep / (1-p) itself), then checked against P without dropout and against real values."""
+    p, n = 0.3, 150
     layer = build(name, attn_dropout=p, **knobs).train()
     mask = masks(n)
-    q, k, v = torch.randn(3, 3, HEADS, n, 8).unbind(0)
+    q, k, v = torch.randn(3, 3, HEADS, n, n).unbind(0)  # head dim N, so that V = I fits
+    eye = torch.eye(n).expand(3, HEADS, n, n)
     seed = torch.tensor(12345)
-    with torch.no_grad():
-        got = layer.attend_flex(q, k, v, mask, compiled=False, seed=seed)
-        layer.eval()
-        probs = layer.attend_flex(q, k, torch.eye(n).expand(3, HEADS, n, n), mask, compiled=False)  # (B, H, N, N)
-    b, h, i, j = (torch.arange(s).view([-1 if d == a else 1 for d in range(4)]) for a, s in enumerate((3, HEADS, n, n)))
-    keep = ~dropped(seed, p, b, h, i, j)
-    want = (probs * keep / (1 - p)) @ v
-    torch.testing.assert_close(at_real(got, mask), at_real(want, mask), atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(at_real(got, mask), at_real(probs @ v, mask)), "dropout had no effect"
+
+    def attend(values, **kw):
+        torch.manual_seed(0)  # the same random blocks (BigBird in training) in every call
+        with torch.no_grad():
+            return layer.attend_flex(q, k, values, mask, compiled=False, **kw)
+
+    dropped_probs, out = attend(eye, seed=seed), attend(v, seed=seed)  # (B, H, N, N), (B, H, N, N)
+    layer.attn_drop.p = 0.0
+    probs = attend(eye)
+    rows = mask[:, None, :, None].expand_as(probs)  # real query rows
+    torch.testing.assert_close(at_real(out, mask), at_real(dropped_probs @ v, mask), atol=1e-4, rtol=1e-4)
+    kept = (dropped_probs > 0) & rows
+    attended = (probs > 0) & rows
+    assert (kept <= attended).all(), "dropout added a pair"
+    torch.testing.assert_close(dropped_probs[kept] * (1 - p), probs[kept], atol=1e-6, rtol=1e-4)
+    assert abs(1 - kept.sum() / attended.sum() - p) < 0.03, "dropped fraction"
 
 
 def test_dropout_decisions_are_uniform_independent_and_seeded():
@@ -255,3 +264,78 @@ def test_compiled_kernel_head_dims():
     from lra_bench.attention._flex import compiled_kernel_supports
 
     assert [d for d in range(1, 300) if compiled_kernel_supports(d)] == [16, 32, 64, 128, 256]
+
+
+def tile_classes_of(block_mask) -> torch.Tensor:
+    """(B', H', nq, nk) int8 tile classes read back from a BlockMask: 1 = partial, 2 = full, 0 = skipped."""
+    def dense(num: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        nk = block_mask.kv_indices.shape[-1]
+        listed = torch.arange(idx.shape[-1]) < num[..., None]  # (B', H', nq, nk): the first num entries count
+        out = torch.zeros(*idx.shape[:-1], nk, dtype=torch.int8)
+        return out.scatter_(-1, idx.long(), listed.to(torch.int8))
+
+    partial = dense(block_mask.kv_num_blocks, block_mask.kv_indices)
+    full = dense(block_mask.full_kv_num_blocks, block_mask.full_kv_indices)
+    assert not (partial.bool() & full.bool()).any(), "a tile listed as both partial and full"
+    return partial + 2 * full
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("n", [512, 700])  # a multiple of the tile (full tiles possible), and not
+@pytest.mark.parametrize(("name", "knobs"), SETTINGS, ids=IDS)
+def test_the_kernel_visits_every_attended_pair_and_full_tiles_are_full(name, knobs, n, padded):
+    """Eager FlexAttention evaluates mask_mod on every pair and ignores the tiles, so outputs cannot check them:
+    the BlockMask the compiled kernel follows is checked against the dense pattern here, without and with dropout."""
+    from lra_bench.attention._flex import pattern_block_mask
+
+    layer = build(name, seq_len=n, **knobs).eval()
+    mask = masks(n) if padded else None
+    pattern_mod, classes = layer.flex_pattern(n, torch.device("cpu"))
+    pos = torch.arange(n)
+    attended = pattern_mod(torch.arange(HEADS)[:, None, None], pos[:, None], pos).expand(HEADS, n, n)  # (H, N, N)
+    attended = attended[None] if mask is None else attended[None] & mask[:, None, None, :]  # (B or 1, H, N, N)
+    nb = -(-n // BLOCK_SIZE)
+    pad = nb * BLOCK_SIZE - n
+    grid = F.pad(attended, (0, pad, 0, pad)).view(*attended.shape[:2], nb, BLOCK_SIZE, nb, BLOCK_SIZE)
+    any_pair = grid.any(5).any(3)  # (B or 1, H, nb, nb)
+    in_range = torch.arange(nb) * BLOCK_SIZE + BLOCK_SIZE <= n
+    all_pairs = grid.all(5).all(3) & in_range[:, None] & in_range[None, :]
+
+    got = tile_classes_of(pattern_block_mask(pattern_mod, classes, mask, n, 0.0, None))
+    got = got.expand(any_pair.shape[0], HEADS, nb, nb)
+    assert ((got > 0) | ~any_pair).all(), "an attended pair in a skipped tile"
+    assert (~(got == 2) | all_pairs).all(), "a full tile holds a pair that is not attended"
+    assert torch.equal(got == 2, all_pairs), "a full tile was left partial (slower, still exact)"
+    if mask is None:
+        assert torch.equal(got > 0, any_pair), "a tile without attended pairs is visited"
+    else:  # padding is folded in per key block: a visited tile may hold only padded keys of the pattern (rare)
+        assert ((got > 0) <= (classes > 0)[None].expand_as(got)).all(), "a tile outside the pattern is visited"
+
+    doubled = tile_classes_of(pattern_block_mask(pattern_mod, classes, mask, n, 0.1, torch.tensor(3)))
+    doubled = doubled.expand(any_pair.shape[0], HEADS, nb, 2 * nb)
+    for copy in (doubled[..., :nb], doubled[..., nb:]):  # kept pairs, dropped pairs: the same tiles, all partial
+        assert torch.equal(copy, (got > 0).to(torch.int8))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "knobs"), SETTINGS, ids=IDS)
+def test_compiled_kernel_follows_its_tiles_for_every_setting(name, knobs):
+    """torch.compile(flex_attention) on CPU honours the BlockMask (eager does not): compiled == blocked, N = 300
+    (a partial last tile), padded batch and no mask (batch dim 1)."""
+    layer = build(name, **knobs).eval()
+    q, k, v = torch.randn(3, 3, HEADS, 300, 16).unbind(0)
+    for mask in (masks(300), None):
+        with torch.no_grad():
+            want = layer.attend_blocked(q, k, v, mask)
+            got = layer.attend_flex(q, k, v, mask, compiled=True)
+        rows = mask if mask is not None else torch.ones(3, 300, dtype=torch.bool)
+        torch.testing.assert_close(at_real(got, rows), at_real(want, rows), atol=1e-5, rtol=1e-5)
+
+
+def test_flex_kernel_cannot_train_on_cpu_and_says_so():
+    layer = build("local", kernel="flex", block_size=8).train()
+    x = torch.randn(2, 40, DIM, requires_grad=True)
+    with pytest.raises(ConfigError, match="no FlexAttention backward there, so it cannot train; use attention.kernel"):
+        layer(x, None)
+    with torch.no_grad():
+        assert layer(x, None).shape == x.shape  # forward only is fine (the tests' reference path)

@@ -52,8 +52,9 @@ def compiled_flex_attention():  # noqa: ANN201 - torch.compile's wrapper type
 
 
 def compiled_kernel_supports(head_dim: int) -> bool:
-    """Whether compiled FlexAttention (Triton) takes this head dim: a power of two of at least 16 (``tl.dot`` needs
-    16; other sizes fail or index out of bounds). Eager FlexAttention takes any head dim."""
+    """Whether to use compiled FlexAttention (Triton) for this head dim: a power of two of at least 16. ``tl.dot``
+    needs 16; non-powers of two are padded by recent inductor versions but were reported to fail or index out of
+    bounds before, so they are left to the blocked kernel. Eager FlexAttention takes any head dim."""
     return head_dim >= 16 and head_dim & (head_dim - 1) == 0
 
 
@@ -66,8 +67,8 @@ def evaluate_classes(pattern_mod: PatternMod, heads: int, n: int, device: torch.
     """(heads, nb, nb) int8 tile classes of ``pattern_mod`` over N x N, evaluated in chunks of query blocks.
 
     Class 2 (full) = every pair of the tile attended, 1 = some, 0 = none; a tile reaching past N is never full
-    (the mask_mod then masks the positions past N, whatever the kernel does at the boundary). Memory O(2^24) per chunk;
-    time O(H·N²) once (callers cache the result for static patterns).
+    (the mask_mod then masks the positions past N, whatever the kernel does at the boundary). A chunk holds about
+    max(2^24, H·N·S) evaluations; time O(H·N²) once (callers cache the result for static patterns).
     """
     nb = _num_blocks(n, block)
     pad = nb * block - n
@@ -183,40 +184,58 @@ def dropped(seed: Tensor, p: float, b: Tensor, h: Tensor, q: Tensor, k: Tensor) 
     return dropout_hash(seed, b, h, q, k) < int(p * 2**31)
 
 
+def pattern_block_mask(pattern_mod: PatternMod, classes: Tensor, mask: Tensor | None, n: int, dropout_p: float,
+                       seed: Tensor | None) -> BlockMask:
+    """The ``BlockMask`` of ``flex_pattern_attention``: over N keys without dropout, over the 2·Np doubled keys with
+    it (copy A = kept pairs, copy B = dropped pairs, every attended tile partial). ``classes`` (H or 1, nb, nb)."""
+    nb = classes.shape[-1]
+    npad = nb * BLOCK_SIZE
+    tiles = with_key_padding(classes, mask, n)  # (B or 1, H or 1, nb, nb)
+    if mask is None:
+        keep_p = (torch.arange(npad, device=classes.device) < n)[None]  # (1, Np): batch index 0 only
+        def real(bi: Tensor, ki: Tensor) -> Tensor:
+            return keep_p[0, ki]
+    else:
+        keep_p = F.pad(mask, (0, npad - n), value=False)  # (B, Np), False past N
+        def real(bi: Tensor, ki: Tensor) -> Tensor:
+            return keep_p[bi, ki]
+    if dropout_p == 0.0:
+        def mask_mod(bi: Tensor, hi: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
+            return pattern_mod(hi, qi, ki) & real(bi, ki)
+
+        return block_mask_from_classes(tiles, mask_mod, n, n)
+    assert seed is not None
+
+    def dropout_mask_mod(bi: Tensor, hi: Tensor, qi: Tensor, kv: Tensor) -> Tensor:
+        second = kv >= npad  # copy B: the dropped pairs
+        ki = torch.where(second, kv - npad, kv)
+        allowed = pattern_mod(hi, qi, ki) & real(bi, ki)
+        return allowed & (dropped(seed, dropout_p, bi, hi, qi, ki) == second)
+
+    partial = tiles.clamp(max=1)  # every attended tile: the dropout decision is per pair
+    return block_mask_from_classes(torch.cat([partial, partial], dim=-1), dropout_mask_mod, n, 2 * npad)
+
+
 def flex_pattern_attention(q: Tensor, k: Tensor, v: Tensor, pattern_mod: PatternMod, classes: Tensor,
                            mask: Tensor | None, dropout_p: float, compiled: bool,
                            seed: Tensor | None = None, scale: float | None = None) -> Tensor:
     """softmax(scale·QKᵀ) V (default scale 1/√D) over ``pattern_mod`` and the real keys, with attention dropout.
 
     q, k, v: (B, H, N, D); ``classes``: the pattern's tile classes (H or 1, nb, nb) int8; ``mask`` (B, N) bool,
-    True = real, or None. ``seed`` (0-d int64) fixes the dropout mask (drawn from torch's generator if None).
-    Returns (B, H, N, D); rows with no attended key are 0.
+    True = real, or None. ``seed`` (0-d int64) fixes the dropout mask (drawn from torch's generator on q's
+    device if None). Returns (B, H, N, D); rows with no attended key are 0.
     """
-    b_, _, n, _ = q.shape
-    nb = classes.shape[-1]
-    npad = nb * BLOCK_SIZE
-    keep = mask if mask is not None else torch.ones(b_, n, dtype=torch.bool, device=q.device)
-    keep_p = F.pad(keep, (0, npad - n), value=False)  # (B, Np), False past N
-    tiles = with_key_padding(classes, mask, n)  # (B or 1, H or 1, nb, nb)
+    n = q.shape[2]
+    npad = classes.shape[-1] * BLOCK_SIZE
     attend = compiled_flex_attention() if compiled else flex_attention
     if dropout_p == 0.0:
-        def mask_mod(bi: Tensor, hi: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
-            return pattern_mod(hi, qi, ki) & keep_p[bi, ki]
-
-        return attend(q, k, v, block_mask=block_mask_from_classes(tiles, mask_mod, n, n), scale=scale)  # (B,H,N,D)
+        block_mask = pattern_block_mask(pattern_mod, classes, mask, n, 0.0, None)
+        return attend(q, k, v, block_mask=block_mask, scale=scale)  # (B, H, N, D)
     if seed is None:
-        seed = torch.randint(0, 2**31 - 1, (), dtype=torch.int64).to(q.device)
-
-    def dropout_mask_mod(bi: Tensor, hi: Tensor, qi: Tensor, kv: Tensor) -> Tensor:
-        second = kv >= npad  # copy B: the dropped pairs
-        ki = torch.where(second, kv - npad, kv)
-        allowed = pattern_mod(hi, qi, ki) & keep_p[bi, ki]
-        return allowed & (dropped(seed, dropout_p, bi, hi, qi, ki) == second)
-
+        seed = torch.randint(0, 2**31 - 1, (), dtype=torch.int64, device=q.device)
+    block_mask = pattern_block_mask(pattern_mod, classes, mask, n, dropout_p, seed)
     k_pad = F.pad(k, (0, 0, 0, npad - n))  # (B, H, Np, D)
     k2 = torch.cat([k_pad, k_pad], dim=2)  # (B, H, 2Np, D)
     v_pad = F.pad(v, (0, 0, 0, npad - n))  # (B, H, Np, D)
     v2 = torch.cat([v_pad / (1.0 - dropout_p), torch.zeros_like(v_pad)], dim=2)  # (B, H, 2Np, D)
-    partial = tiles.clamp(max=1)  # every attended tile: the dropout decision is per pair
-    block_mask = block_mask_from_classes(torch.cat([partial, partial], dim=-1), dropout_mask_mod, n, 2 * npad)
     return attend(q, k2, v2, block_mask=block_mask, scale=scale)  # (B, H, N, D)

@@ -52,7 +52,7 @@ class SparsePatternAttention(Attention):
             raise ConfigError(f"attention.kernel={kernel!r} is not one of {', '.join(KERNELS)}")
         self.kernel = kernel
         self.attn_drop = nn.Dropout(attn_dropout)
-        self._classes: dict[tuple[int, str], Tensor] = {}  # tile classes of static patterns, per (N, device)
+        self._classes: dict[tuple[str, int, str], Tensor] = {}  # static patterns' tile classes: (tag, N, device)
 
     def kernel_for(self, device_type: str) -> str:
         """The kernel that runs on ``device_type`` ("blocked" or "flex")."""
@@ -65,6 +65,9 @@ class SparsePatternAttention(Attention):
             compiled = q.device.type == "cuda"
             if compiled:
                 self.require_compiled_flex()
+            elif torch.is_grad_enabled() and q.requires_grad:
+                raise ConfigError(f"attention={self.name} kernel=flex on {q.device.type}: torch has no FlexAttention "
+                                  "backward there, so it cannot train; use attention.kernel=auto (blocked there)")
             return self.attend_flex(q, k, v, mask, compiled=compiled)
         return self.attend_blocked(q, k, v, mask)
 
@@ -83,9 +86,10 @@ class SparsePatternAttention(Attention):
         p = self.attn_drop.p if self.training else 0.0
         return flex_pattern_attention(q, k, v, pattern_mod, classes, mask, p, compiled, seed, scale=self.head_dim**-0.5)
 
-    def static_classes(self, pattern_mod: PatternMod, heads: int, n: int, device: torch.device) -> Tensor:
-        """Tile classes of a pattern that depends only on N, computed once per (N, device)."""
-        key = (n, str(device))
+    def static_classes(self, pattern_mod: PatternMod, heads: int, n: int, device: torch.device,
+                       tag: str = "pattern") -> Tensor:
+        """Tile classes of a pattern that depends only on N, computed once per (``tag``, N, device)."""
+        key = (tag, n, str(device))
         if key not in self._classes:
             self._classes[key] = evaluate_classes(pattern_mod, heads, n, device)
         return self._classes[key]

@@ -12,7 +12,8 @@ Which kernel runs (one host sync per call checks whether the batch has padding a
   compiled FlexAttention takes (a power of two >= 16): compiled FlexAttention with a key-padding block mask
   (fully padded key blocks are skipped);
 * padding otherwise: SDPA with a (B, 1, 1, N) boolean key mask (CPU flash kernel; memory-efficient kernel
-  on CUDA, which supports dropout — FlexAttention has no dropout on the probabilities).
+  on CUDA, which supports dropout; FlexAttention would need the doubled keys of ``_flex.py`` for it, twice the
+  work).
 
 Attention dropout (training only) has no fused CPU kernel: on CPU in training with ``attn_dropout > 0``
 SDPA falls back to its math kernel, O(B·H·N²) memory, whatever the mask.

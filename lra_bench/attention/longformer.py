@@ -67,7 +67,10 @@ class LongformerAttention(SparsePatternAttention):
             raise ConfigError(f"longformer: {len(self.dilations)} dilation groups but only {num_heads} heads")
         self.window = window
         self.num_global = num_global
-
+        dilation = torch.empty(num_heads, dtype=torch.int64)
+        for h0, h1, d in self.head_groups():
+            dilation[h0:h1] = d
+        self.register_buffer("head_dilation", dilation, persistent=False)  # (H,) for the flex kernel's mask_mod
     def head_groups(self) -> list[tuple[int, int, int]]:
         """[(first head, end head, dilation)] for each head group: nearly equal groups, the larger ones first (as
         ``torch.tensor_split``). Plain ints, no tensors: no host sync, no graph break under ``torch.compile``."""
@@ -81,10 +84,7 @@ class LongformerAttention(SparsePatternAttention):
 
     def flex_pattern(self, n: int, device: torch.device) -> tuple[PatternMod, Tensor]:
         g, r = min(self.num_global, n), self.window // 2
-        dilation = torch.empty(self.num_heads, dtype=torch.int64)
-        for h0, h1, d in self.head_groups():
-            dilation[h0:h1] = d
-        dilation = dilation.to(device)  # (H,)
+        dilation = self.head_dilation  # (H,)
 
         def pattern_mod(h: Tensor, q: Tensor, k: Tensor) -> Tensor:
             d = dilation[h]

@@ -8,7 +8,11 @@ any two positions in two hops (a block holds every residue mod l). Default l = �
 Computed blocked, never as a masked N x N: the local heads reshape N into (N/l, l) blocks, the strided heads
 reshape N into (N/l, l) and attend along the first axis (one group of N/l tokens per residue).
 Time O(B·H·N·(l + N/l)·D), memory O(B·H·N·(l + N/l)) = O(B·H·N·√N) at l = √N. On CUDA the same pattern
-runs as a FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``).
+runs as FlexAttention block masks (``kernel``, see ``lra_bench.attention._sparse``). With split heads, the strided
+heads see the sequence reordered by residue mod l, where each residue class is a contiguous block: both head groups
+are then block-diagonal, so the kernel skips all but O(N·(l + N/l)) of the tiles. Merged heads use the union pattern
+as it is; for l below the 128-token tile every tile holds a pair of it, so that kernel does O(N²) work (in O(N)
+memory).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from einops import rearrange
 from torch import Tensor
 
 from lra_bench.attention._blocks import combine_by_lse, masked_attention, pad_dim, real_keys
-from lra_bench.attention._flex import PatternMod
+from lra_bench.attention._flex import PatternMod, flex_pattern_attention
 from lra_bench.attention._sparse import SparsePatternAttention
 from lra_bench.errors import ConfigError
 
@@ -66,6 +70,36 @@ class StridedAttention(SparsePatternAttention):
             return local | strided if merged else torch.where(local_head[h], local, strided)
 
         return pattern_mod, self.static_classes(pattern_mod, self.num_heads, n, device)
+
+    def block_diagonal(self, n: int, block: int, device: torch.device) -> tuple[PatternMod, Tensor]:
+        """Blocks of ``block`` consecutive tokens attending within themselves, over N tokens, and its tile classes."""
+        def pattern_mod(h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            return q // block == k // block
+
+        return pattern_mod, self.static_classes(pattern_mod, 1, n, device, tag=f"blocks of {block}")
+
+    def attend_flex(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, compiled: bool,
+                    seed: Tensor | None = None) -> Tensor:
+        """Split heads: local heads block-diagonal as they are, strided heads block-diagonal in residue order."""
+        if self.merged:
+            return super().attend_flex(q, k, v, mask, compiled, seed)
+        b_, _, n, _ = q.shape
+        s, hl = min(self.stride, n), self.local_heads
+        p = self.attn_drop.p if self.training else 0.0
+        scale = self.head_dim**-0.5
+        local_mod, local_classes = self.block_diagonal(n, s, q.device)
+        out_local = flex_pattern_attention(q[:, :hl], k[:, :hl], v[:, :hl], local_mod, local_classes, mask, p,
+                                           compiled, seed, scale)  # (B, hl, N, D)
+        m = -(-n // s)  # tokens per residue class (with the padding up to m·s)
+        order = rearrange(torch.arange(m * s, device=q.device), "(m s) -> (s m)", s=s)  # residue order
+        real = pad_dim(real_keys(mask, b_, n, q.device), s, dim=1, value=False)[:, order]  # (B, m·s)
+        q_s, k_s, v_s = (pad_dim(t[:, hl:], s, dim=2)[:, :, order] for t in (q, k, v))  # (B, H-hl, m·s, D)
+        class_mod, class_classes = self.block_diagonal(m * s, m, q.device)
+        out = flex_pattern_attention(q_s, k_s, v_s, class_mod, class_classes, real, p, compiled,
+                                     None if seed is None else seed + 1, scale)  # (B, H-hl, m·s, D) residue order
+        undo = rearrange(torch.arange(m * s, device=q.device), "(s m) -> (m s)", m=m)  # inverse of ``order``
+        out_strided = out[:, :, undo[:n]]  # (B, H-hl, N, D) in the original order
+        return torch.cat([out_local, out_strided], dim=1)  # (B, H, N, D)
 
     def _local(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int) -> tuple[Tensor, Tensor]:
         """Block-local part on padded inputs (B, h, Np, D), real (B, Np); returns out (B,h,Np,D), lse (B,h,Np)."""
