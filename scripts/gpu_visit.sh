@@ -63,6 +63,11 @@ for s in ${STAGES:-check peers flash}; do
   esac
 done
 date -u +"finished %Y-%m-%dT%H:%M:%SZ" >> "$summary"
-(cd "$OUT" && tar czf visit.tgz --exclude=visit.tgz --exclude=summary.txt . && find . -mindepth 1 -maxdepth 1 \
-  ! -name visit.tgz ! -name summary.txt -exec rm -rf {} +)
+archive=$(mktemp /tmp/visit.XXXXXX.tgz)  # outside $OUT: an archive growing inside the folder it packs changes it
+if tar czf "$archive" -C "$OUT" --exclude=./summary.txt .; then
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
+  mv "$archive" "$OUT/visit.tgz"
+else
+  echo "packing failed: the files stay unpacked under \$OUT (only 8 come back)" >> "$summary"
+fi
 cat "$summary"
