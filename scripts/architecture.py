@@ -42,14 +42,16 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "schedules, the typed trainer settings and resumable, checksummed checkpoints."),
     ("attention", ("lra_bench.attention",),
      "The zoo: `base.py` holds `TokenMixer` (the contract checks, output dropout and registry) and "
-     "`Attention(TokenMixer)` (q/k/v and output projections around `attend`); one file per variant, each "
-     "registered by its `name`."),
+     "`Attention(TokenMixer)` (q/k/v and output projections around `attend`); `_sparse.py` gives the sparse "
+     "variants their two kernels (blocked reference, FlexAttention block mask from `_flex.py`); one file per "
+     "variant, each registered by its `name`."),
     ("data", ("lra_bench.data",),
      "Tasks (the task contract and one `*_task.py` per LRA task), generators and readers, tokenisers and the "
      "build-once Arrow cache (`cache.py`)."),
     ("reports", ("lra_bench.reports", "lra_bench.paper"),
-     "Table 1, Table 2, the bubble chart and accuracy plots, read from the results store through `records.py`; "
-     "`paper.py` holds the LRA paper's numbers."),
+     "Table 1, Table 2, the bubble chart, accuracy plots and validation curves, and the planning table "
+     "(`planning.py`), read from the results store through `records.py`; `paper.py` holds the LRA paper's "
+     "numbers."),
     ("measurement", ("lra_bench.bench.timing", "lra_bench.bench.memory", "lra_bench.bench"),
      "Leaves of `lra_bench/bench/` that the trainer uses too: step timing, warm-up/repeats/medians, peak memory, "
      "OOM classification."),

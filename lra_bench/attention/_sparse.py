@@ -24,7 +24,7 @@ from lra_bench.attention._flex import (
     evaluate_classes,
     flex_pattern_attention,
 )
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import Attention, checked_attn_dropout
 from lra_bench.errors import ConfigError
 
 KERNELS = ("auto", "blocked", "flex")
@@ -46,12 +46,10 @@ class SparsePatternAttention(Attention):
     def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float,
                  kernel: str) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
-        if not 0.0 <= attn_dropout < 1.0:
-            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
         if kernel not in KERNELS:
             raise ConfigError(f"attention.kernel={kernel!r} is not one of {', '.join(KERNELS)}")
         self.kernel = kernel
-        self.attn_drop = nn.Dropout(attn_dropout)
+        self.attn_drop = nn.Dropout(checked_attn_dropout(attn_dropout))
         self._classes: dict[tuple[str, int, str], Tensor] = {}  # static patterns' tile classes: (tag, N, device)
 
     def kernel_for(self, device_type: str) -> str:

@@ -135,6 +135,14 @@ class Attention(TokenMixer):
         """q, k, v: (B, H, N, D); mask: (B, N) bool, True = real, or None. Returns (B, H, N, D)."""
 
 
+def checked_attn_dropout(value: float) -> float:
+    """``attention.attn_dropout`` for variants that apply it themselves (SDPA, FlexAttention): a ConfigError outside
+    [0, 1) (1 would divide by zero in the rescaling), else ``value``."""
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {value}")
+    return value
+
+
 def key_padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     """(B, N) bool mask -> (B, 1, 1, N) additive bias: 0 at real keys, dtype-min at padded keys.
 

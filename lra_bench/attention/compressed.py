@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import Attention, checked_attn_dropout
 from lra_bench.errors import ConfigError
 
 
@@ -51,9 +51,7 @@ class CompressedAttention(Attention):
         self.compression = compression
         self.conv_k = nn.Conv1d(dim, dim, kernel_size=compression, stride=compression)
         self.conv_v = nn.Conv1d(dim, dim, kernel_size=compression, stride=compression)
-        if not 0.0 <= attn_dropout < 1.0:
-            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
-        self.attn_dropout = attn_dropout
+        self.attn_dropout = checked_attn_dropout(attn_dropout)
 
     def _compress(self, conv: nn.Conv1d, t: Tensor, pad: int) -> Tensor:
         t = rearrange(t, "b h n d -> b (h d) n")  # (B, C, N)

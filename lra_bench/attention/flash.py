@@ -27,8 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lra_bench.attention._flex import compiled_kernel_supports, flex_key_padding_attention
-from lra_bench.attention.base import Attention
-from lra_bench.errors import ConfigError
+from lra_bench.attention.base import Attention, checked_attn_dropout
 
 
 class FlashAttention(Attention):
@@ -46,9 +45,7 @@ class FlashAttention(Attention):
     def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float = 0.1,
                  flex_padded: bool = True) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
-        if not 0.0 <= attn_dropout < 1.0:
-            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
-        self.attn_dropout = attn_dropout
+        self.attn_dropout = checked_attn_dropout(attn_dropout)
         self.flex_padded = flex_padded
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lra_bench.attention.base import Attention
+from lra_bench.attention.base import Attention, checked_attn_dropout
 from lra_bench.errors import ConfigError
 
 
@@ -52,9 +52,7 @@ class LinformerAttention(Attention):
         std = 1.0 / math.sqrt(low_rank_features)
         self.proj_k = nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # E: (seq_len, M)
         self.proj_v = None if share_kv else nn.Parameter(torch.randn(seq_len, low_rank_features) * std)  # F
-        if not 0.0 <= attn_dropout < 1.0:
-            raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {attn_dropout}")
-        self.attn_dropout = attn_dropout
+        self.attn_dropout = checked_attn_dropout(attn_dropout)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         n = q.shape[-2]
