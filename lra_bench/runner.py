@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch.nn.parallel import DistributedDataParallel
 
 import lra_bench
-from lra_bench import distributed
+from lra_bench import distributed, predictions
 from lra_bench.bench.memory import is_oom, memory_kind, rss_bytes
 from lra_bench.build import Plan, plan
 from lra_bench.data.cache import CachedSplits
@@ -35,7 +35,7 @@ from lra_bench.loggers import LoggerSettings, build_logger
 from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
 from lra_bench.runlock import run_lock
 from lra_bench.train import checkpoint
-from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, evaluate, train
+from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, predict, train
 from lra_bench.train.step import compile_enabled
 
 log = logging.getLogger(__name__)
@@ -156,6 +156,7 @@ class Outcome:
     message: str = ""
     result: TrainResult | None = None
     test_acc: float | None = None
+    test_predicted: np.ndarray | None = None  # the predicted class of every test example
     test_seconds: float | None = None
     baseline_rss: int | None = None  # resident memory before training (bytes)
 
@@ -227,7 +228,8 @@ def _train_and_test(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop:
                                checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
         stop.phase, stop.polling = "the final test evaluation", False
         t_test = time.perf_counter()
-        outcome.test_acc = evaluate(getattr(model, "module", model), *splits["test"], p.trainer, device)
+        outcome.test_predicted = predict(getattr(model, "module", model), splits["test"][0], p.trainer, device)
+        outcome.test_acc = float(np.mean(outcome.test_predicted == splits["test"][1]))
         outcome.test_seconds = time.perf_counter() - t_test
         stop.phase, stop.polling = "writing the record", True
         logger.log({"test/acc": outcome.test_acc}, p.trainer.max_steps)
@@ -263,6 +265,8 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
         "test_examples": int(len(test_labels)),
         "val_examples": int(len(data.labels["val"])),
         "test_majority_rate": float(np.bincount(test_labels).max() / len(test_labels)),
+        predictions.FIELD: None if outcome.test_predicted is None else predictions.encode(
+            outcome.test_predicted, test_labels, predictions.test_fingerprint(data.inputs["test"], test_labels)),
         "examples": {s: int(len(y)) for s, y in data.labels.items()},
         "evals": result.evals if result else [],
         "steps": result.steps if result else None,

@@ -48,16 +48,18 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("data", ("lra_bench.data",),
      "Tasks (the task contract and one `*_task.py` per LRA task), generators and readers, tokenisers and the "
      "build-once Arrow cache (`cache.py`)."),
-    ("reports", ("lra_bench.reports", "lra_bench.paper"),
+    ("reports", ("lra_bench.reports", "lra_bench.paper", "lra_bench.stats"),
      "Table 1, Table 2, the bubble chart, accuracy plots and validation curves, and the planning table "
      "(`planning.py`), read from the results store through `records.py`; `paper.py` holds the LRA paper's "
-     "numbers."),
+     "numbers; `stats/` the statistics behind every accuracy (intervals, the paired test with Holm's correction, "
+     "rank reliability) and `reports/significance.py` applies them to the records."),
     ("measurement", ("lra_bench.bench.timing", "lra_bench.bench.memory", "lra_bench.bench"),
      "Leaves of `lra_bench/bench/` that the trainer uses too: step timing, warm-up/repeats/medians, peak memory, "
      "OOM classification."),
-    ("store", ("lra_bench.records",),
+    ("store", ("lra_bench.records", "lra_bench.predictions"),
      "`records.py`: the run record, its checksum and the one reading rule (`load_verified`, `read_record`, "
-     "`read_tree`) for the runner, the benchmark and every report."),
+     "`read_tree`) for the runner, the benchmark and every report; `predictions.py`: the per-example test "
+     "predictions a record keeps (compact, with the test set's fingerprint)."),
     ("foundation", ("lra_bench",),
      "`errors.py` (every error the harness raises; `ConfigError` for every bad knob), `files.py` (the one place "
      "for hashing -- `stable_hash`, `file_sha256` -- and atomic writes -- `atomic_open`, `write_json_atomic`), "

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
-from lra_bench import files
+from lra_bench import files, predictions
 from lra_bench.files import write_json_atomic
 from lra_bench.records import REQUIRED_FIELDS, read_records, write_record
 from lra_bench.runner import run
@@ -34,6 +35,25 @@ def test_smoke_run_writes_one_complete_record(smoke_cfg, tmp_path):
     assert on_disk["torch_version"] and on_disk["device"] == "cpu"
     assert on_disk["config"]["attention"]["_target_"].endswith("SoftmaxAttention")
     assert paths[0].parent.parent.name == "softmax" and paths[0].parent.name.startswith("smoke-seed0-")
+    predicted, correct = predictions.decode(on_disk[predictions.FIELD])  # under the checksum like every field
+    assert len(predicted) == len(correct) == 128 and correct.mean() == on_disk["test_acc"]
+    assert len(on_disk[predictions.FIELD]["test_fingerprint"]) == 64
+
+
+def test_predictions_round_trip_and_malformed_fields():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 1001)
+    predicted = np.where(rng.random(1001) < 0.4, labels, (labels + 1) % 10)
+    field = predictions.encode(predicted, labels, "f" * 64)
+    assert field["dtype"] == "uint8" and len(field["predicted"]) <= 4 * 1001 / 3 + 4  # one byte per example
+    back, correct = predictions.decode(json.loads(json.dumps(field)))
+    assert np.array_equal(back, predicted) and np.array_equal(correct, predicted == labels)
+    assert predictions.decode(predictions.encode(np.array([300, 2]), np.array([300, 1]), "f"))[0].dtype == np.uint16
+    fp = predictions.test_fingerprint(np.zeros((3, 4), np.uint8), labels[:3])
+    assert fp != predictions.test_fingerprint(np.zeros((3, 4), np.uint8), labels[1:4])
+    for bad in ({**field, "n": 1000}, {**field, "predicted": "not base64!"}, {k: field[k] for k in ("n", "dtype")}):
+        with pytest.raises(ValueError, match="malformed test_predictions"):
+            predictions.decode(bad)
 
 
 def test_config_hash_ignores_paths_but_not_semantics(smoke_cfg, tmp_path):

@@ -50,18 +50,23 @@ class TrainResult:
 
 
 @torch.no_grad()
+def predict(model: nn.Module, inputs: np.ndarray, settings: TrainerSettings, device: torch.device) -> np.ndarray:
+    """The predicted class of every example of a split, in order (int64)."""
+    was_training = model.training
+    model.eval()
+    out = []
+    for x, _ in eval_batches(inputs, np.zeros(len(inputs), np.int64), settings.eval_batch_size):
+        with autocast(device, settings.precision):
+            logits = model(x.to(device))
+        out.append(logits.argmax(-1).cpu().numpy())
+    model.train(was_training)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 def evaluate(model: nn.Module, inputs: np.ndarray, labels: np.ndarray, settings: TrainerSettings,
              device: torch.device) -> float:
     """Accuracy over the whole split (every example counted once)."""
-    was_training = model.training
-    model.eval()
-    correct = 0
-    for x, y in eval_batches(inputs, labels, settings.eval_batch_size):
-        with autocast(device, settings.precision):
-            logits = model(x.to(device))
-        correct += int((logits.argmax(-1).cpu() == y).sum())
-    model.train(was_training)
-    return correct / len(labels)
+    return float(np.mean(predict(model, inputs, settings, device) == labels))
 
 
 def make_optimizer(
