@@ -143,23 +143,32 @@ def test_table1_values_against_hand_computation(runs):
     # ListOps: seeds 36 and 38 (the synthetic 99 must not count): mean 37, std sqrt(2) = 1.41
     assert soft["listops_mean"] == pytest.approx(37.0) and soft["listops_n"] == 2
     assert soft["listops_std"] == pytest.approx(math.sqrt(2))
-    assert soft["ListOps"] == "37.00 ± 1.41 (2 seeds)"
-    assert soft["Text"] == "65.00 ± 1.41 (2 seeds)"  # 64 and 66: the stale 10 % record is superseded
+    # 95 % interval: 37 +- t(0.975, 1 df) 12.706 x std 1.414 / sqrt(2) = [24.29, 49.71]; the reference; tied with
+    # reformer's best 38 (Welch over 2 seeds each: these records keep no per-example predictions)
+    assert (soft["listops_lo"], soft["listops_hi"]) == pytest.approx((37 - 12.7062, 37 + 12.7062), abs=1e-3)
+    assert soft["ListOps"] == "37.00 [24.29, 49.71] (2 seeds) ref ★"
+    assert soft["Text"] == "65.00 [52.29, 77.71] (2 seeds) ref ★"  # 64 and 66: the stale 10 % record is superseded
     assert soft["Path-X"] == "OOM"
     # 5-task mean (37 + 65 + 57 + 43 + 71) / 5 = 54.6; 6-task with Path-X OOM = 50: 323 / 6 = 53.83
-    assert soft["avg5"] == pytest.approx(54.6) and soft[AVG5] == "54.60"
+    # its interval: 5 task standard errors of 1 point, each with 1 df: se sqrt(5) / 5, Welch-Satterthwaite df 5
+    assert soft["avg5"] == pytest.approx(54.6) and soft[AVG5] == "54.60 [53.45, 55.75] ref ★"
+    assert soft["avg_hi"] - 54.6 == pytest.approx(2.5706 * math.sqrt(5) / 5, abs=1e-3)
     assert soft["avg6"] == pytest.approx(323 / 6) and soft[AVG6] == "53.83"
     lin = t.loc["linear"]  # (17 + 66 + 53 + 42 + 75) / 5 = 50.6; Path-X never run -> 50, marked *
     assert lin["avg5"] == pytest.approx(50.6) and lin[AVG6] == "50.50*" and lin["Path-X"] == ""
     loc = t.loc["local"]  # (16 + 53 + 54 + 41 + 67) = 231; Path-X ok at 55 (1 seed): (231 + 55) / 6
-    assert loc["Path-X"] == "55.00 (1 seed)" and loc["avg6"] == pytest.approx(286 / 6)
+    # one seed: the Wilson interval of 55 right of 100 test examples, labelled
+    assert loc["Path-X"] == "55.00 [45.24, 64.39] (1 seed: test sampling only)"
+    assert loc["avg6"] == pytest.approx(286 / 6)
+    assert loc["ListOps"].endswith("▼") and loc["listops_vs_ref"] == "worse" and loc["listops_method"] == "welch"
     assert loc["avg5"] == pytest.approx(46.2)
     perf = t.loc["performer"]  # 19, 65, 54 present; Image only diverged; Pathfinder never run
     assert perf["Image"] == "DIV" and perf["Pathfinder"] == ""
     assert math.isnan(perf["avg5"]) and perf["avg_present"] == pytest.approx(46.0) and perf["n_tasks"] == 3
-    assert perf[AVG5] == "46.00 (partial: 3/5 tasks)" and perf[AVG6] == ""
+    assert perf[AVG5] == "46.00 [44.16, 47.84] (partial: 3/5 tasks)" and perf[AVG6] == ""
     ref = t.loc["reformer"]  # Pathfinder: one ok seed (68) and one failed run
-    assert ref["Pathfinder"] == "68.00 (1 seed; 1 FAIL)"
+    assert ref["Pathfinder"] == "68.00 [58.34, 76.33] (1 seed: test sampling only; 1 FAIL)"
+    assert ref["pathfinder_vs_ref"] == "untested"  # one seed: no test
     assert ref["avg5"] == pytest.approx((38 + 56 + 54 + 38 + 68) / 5)
     for att, row in t.iterrows():
         for task, (a, b) in ACCS[att].items():
@@ -168,9 +177,12 @@ def test_table1_values_against_hand_computation(runs):
         assert row["paper_avg5"] == paper.paper_lra_score(att)
         assert row["params"] == PARAMS[att]
     assert "| softmax" in md and "54.60" in md and "OOM" in md and "paper avg (5)" in md and "51.39" not in md
+    assert "None of the 24 cells' records kept per-example test predictions" in md
+    assert "Tied with the best: ListOps: reformer, softmax;" in md
     both, md_all = table1(runs)
     assert set(both.profile) == {"cpu", "smoke"} and "Profile `smoke`" in md_all
-    assert both.set_index(["profile", "attention"]).loc[("smoke", "softmax"), "ListOps"] == "20.00 (1 seed)"
+    assert both.set_index(["profile", "attention"]).loc[("smoke", "softmax"), "ListOps"] == \
+        "20.00 [13.34, 28.88] (1 seed: test sampling only) ref"
 
 
 def ours_and_paper(fig):

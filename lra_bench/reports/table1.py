@@ -26,9 +26,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lra_bench import paper
+from lra_bench import paper, predictions
 from lra_bench.records import RECORD_NAME, STATUSES
+from lra_bench.reports import significance as sig
 from lra_bench.reports.store import read_json_tree
+from lra_bench.stats.intervals import binomial_se, mean_interval, t_interval, wilson
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
-               "device", "config_hash", "finished_at", "message", "path", "evals"]
+               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions"]
+REFERENCE = "softmax"  # what every variant is tested against unless told otherwise (--reference)
 
 
 def _is_synthetic(rec: dict) -> bool:
@@ -89,6 +92,8 @@ def _row(rec: dict) -> dict:
         "finished_at": str(rec.get("finished_at") or rec.get("started_at") or ""),
         "message": str(rec.get("message") or ""), "path": rec.get("_path", ""),
         "evals": rec["evals"] if isinstance(rec.get("evals"), list) else [],
+        "test_examples": _number(rec.get("test_examples")),
+        "predictions": rec[predictions.FIELD] if isinstance(rec.get(predictions.FIELD), dict) else None,
     }
 
 
@@ -168,14 +173,35 @@ def attention_color(name: str):
     return colormaps["tab20"](i % 20)
 
 
+CELL_COLUMNS = ["profile", "attention", "task", "mean", "std", "n", "lo", "hi", "se", "df", "interval", "accs", "seeds",
+                "failures", "majority", "sample"]
+ONE_SEED = "1 seed: test sampling only"
+
+
+def interval(accs_pct: list[float], test_examples: float) -> dict:
+    """95 % interval of a cell (%): over seeds (t, n - 1 df) with 2+ seeds, else the Wilson interval of the one
+    seed's test sample (labelled ONE_SEED), NaN when its test size is unknown."""
+    n = len(accs_pct)
+    if n >= 2:
+        m, lo, hi, se = t_interval(accs_pct)
+        return {"lo": lo, "hi": hi, "se": se, "df": float(n - 1), "interval": "t"}
+    nan = {"lo": math.nan, "hi": math.nan, "se": math.nan, "df": math.nan, "interval": ""}
+    if n == 0 or not (math.isfinite(test_examples) and test_examples > 0):
+        return nan
+    p = accs_pct[0] / 100.0
+    lo, hi = wilson(round(p * test_examples), int(test_examples))
+    return {"lo": lo * 100, "hi": hi * 100, "se": binomial_se(p, int(test_examples)) * 100, "df": math.inf,
+            "interval": ONE_SEED}
+
+
 def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
-    """One row per (profile, attention, task) that was run: mean/std/n of test accuracy (%) over ok seeds,
-    the seeds' accuracies, and the counts of non-ok runs per status."""
+    """One row per (profile, attention, task) that was run: mean/std/n of test accuracy (%) over ok seeds, its 95 %
+    interval (:func:`interval`: lo, hi, se, df and which kind), the seeds and their accuracies, the counts of
+    non-ok runs per status, and the cell's :class:`lra_bench.reports.significance.Sample`."""
     runs = scored_runs(df, profile)
     rows = []
     if runs.empty:
-        return pd.DataFrame(columns=["profile", "attention", "task", "mean", "std", "n", "accs", "failures",
-                                     "majority"])
+        return pd.DataFrame(columns=CELL_COLUMNS)
     for (prof, att, task), g in runs.groupby(["profile", "attention", "task"], sort=True):
         ok = g[(g.status == "ok") & g.test_acc.notna()]
         accs = (ok.test_acc * 100.0).tolist()
@@ -184,38 +210,57 @@ def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
         if (bad.status == "ok").any():  # ok but no test accuracy: counted as a failure
             failures["failed"] = failures.get("failed", 0) + int((bad.status == "ok").sum())
         n = len(accs)
+        sizes = ok.test_examples.dropna()
         rows.append({"profile": prof, "attention": att, "task": task, "n": n,
                      "mean": float(np.mean(accs)) if n else math.nan,
                      "std": float(np.std(accs, ddof=1)) if n > 1 else math.nan,
-                     "accs": accs, "failures": failures, "majority": float(g.test_majority_rate.mean() * 100)})
-    return pd.DataFrame(rows)
+                     **interval(accs, float(sizes.iloc[0]) if len(sizes) else math.nan),
+                     "accs": accs, "seeds": ok.seed.tolist(), "failures": failures,
+                     "majority": float(g.test_majority_rate.mean() * 100),
+                     "sample": sig.sample(accs, ok.predictions.tolist())})
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
-def cell_text(mean: float, std: float, n: int, failures: dict[str, int]) -> str:
+def cell_text(mean: float, n: int, failures: dict[str, int], lo: float = math.nan, hi: float = math.nan,
+              marks: str = "") -> str:
+    """``mean [lo, hi] (n seeds[: test sampling only]; failures) marks``, or the failure labels of a cell."""
     if n == 0:
         if not failures:
             return ""
         return "/".join(FAIL_LABELS[s] for s in FAIL_LABELS if s in failures)
-    seeds = f"{n} seed" + ("s" if n > 1 else "")
+    seeds = f"{n} seeds" if n > 1 else ONE_SEED
     extra = "".join(f"; {k} {FAIL_LABELS[s]}" for s, k in failures.items())
-    value = f"{mean:.2f} ± {std:.2f}" if n > 1 else f"{mean:.2f}"
-    return f"{value} ({seeds}{extra})"
+    value = f"{mean:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else "")
+    return f"{value} ({seeds}{extra})" + (f" {marks}" if marks else "")
 
 
-def _avg_columns(row: dict) -> dict:
-    present = [row[f"{t}_mean"] for t in TASKS5 if not math.isnan(row[f"{t}_mean"])]
+def _marks(verdict: dict | None, tied: set[str] | None, att: str) -> str:
+    mark = sig.MARKS[verdict["verdict"]] if verdict else ""
+    return " ".join(m for m in (mark, sig.BEST_MARK if tied and att in tied else "") if m)
+
+
+def _avg_columns(row: dict, verdict: dict | None = None, tied: set[str] | None = None) -> dict:
+    present = [t for t in TASKS5 if not math.isnan(row[f"{t}_mean"])]
     k = len(present)
-    avg_present = float(np.mean(present)) if k else math.nan
+    avg_present = float(np.mean([row[f"{t}_mean"] for t in present])) if k else math.nan
     out = {"n_tasks": k, "avg_present": avg_present, "avg5": avg_present if k == len(TASKS5) else math.nan,
-           "avg6": math.nan, "pathx_counted_as_fail": False}
+           "avg6": math.nan, "pathx_counted_as_fail": False, "avg_lo": math.nan, "avg_hi": math.nan,
+           "avg_vs_ref": verdict["verdict"] if verdict else "",
+           "avg_p_holm": verdict["p_holm"] if verdict else math.nan,
+           "avg_tied": bool(tied and row["attention"] in tied)}
+    if k and all(math.isfinite(row[f"{t}_se"]) for t in present):
+        _, out["avg_lo"], out["avg_hi"], _, _ = mean_interval([row[f"{t}_mean"] for t in present],
+                                                              [row[f"{t}_se"] for t in present],
+                                                              [row[f"{t}_df"] for t in present])
     if k == len(TASKS5):
         px = row["pathx_mean"]
         out["pathx_counted_as_fail"] = math.isnan(px)
-        out["avg6"] = float((sum(present) + (PATHX_FAIL_SCORE if math.isnan(px) else px)) / 6)
-    if k == len(TASKS5):
-        out[AVG5] = f"{avg_present:.2f}"
-    elif k:
-        out[AVG5] = f"{avg_present:.2f} (partial: {k}/5 tasks)"
+        out["avg6"] = float((sum(row[f"{t}_mean"] for t in present) + (PATHX_FAIL_SCORE if math.isnan(px) else px)) / 6)
+    if k:
+        spread = f" [{out['avg_lo']:.2f}, {out['avg_hi']:.2f}]" if math.isfinite(out["avg_lo"]) else ""
+        partial = "" if k == len(TASKS5) else f" (partial: {k}/5 tasks)"
+        marks = _marks(verdict, tied, row["attention"])
+        out[AVG5] = f"{avg_present:.2f}{spread}{partial}" + (f" {marks}" if marks else "")
     else:
         out[AVG5] = ""
     if math.isnan(out["avg6"]):
@@ -226,36 +271,109 @@ def _avg_columns(row: dict) -> dict:
     return out
 
 
-def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = True) -> tuple[pd.DataFrame, str]:
+def significance_of(cells: pd.DataFrame, reference: str) -> dict[str, dict]:
+    """For one profile's cells, per task and for the average ("avg"): the verdicts against ``reference``
+    (``vs_ref``, empty when it has no such cell), the best variant and the set tied with it (None when untested)."""
+    per_task = {task: dict(zip(g.attention, g["sample"], strict=True))
+                for task, g in cells[cells.n > 0].groupby("task")}
+    out = {}
+    for task, samples in per_task.items():
+        means = {a: float(np.mean(s.accs)) for a, s in samples.items()}
+        top = sig.best(means)
+        out[task] = {"vs_ref": sig.against(reference, samples) if reference in samples else {}, "best": top,
+                     "tied": sig.tied_with_best(sig.against(top, samples))}
+    five = {t: s for t, s in per_task.items() if t in TASKS5}
+    averages: dict[str, tuple[int, float]] = {}
+    for samples in five.values():
+        for a, s in samples.items():
+            k, total = averages.get(a, (0, 0.0))
+            averages[a] = (k + 1, total + float(np.mean(s.accs)))
+    most = max((k for k, _ in averages.values()), default=0)
+    top = sig.best({a: total / k for a, (k, total) in averages.items() if k == most})
+    has_ref = any(reference in s for s in five.values())
+    out["avg"] = {"vs_ref": sig.against_average(reference, five) if has_ref else {}, "best": top,
+                  "tied": sig.tied_with_best(sig.against_average(top, five)) if top else None}
+    return out
+
+
+def significance_note(cells: pd.DataFrame, tests: dict[str, dict], reference: str) -> str:
+    """Markdown: what each mark means, the tests made, the variants tied with the best, and which cells cannot
+    enter a paired comparison (records without per-example predictions)."""
+    ok = cells[cells.n > 0]
+    lines = [f"Against `{reference}` (Holm-corrected across variants, 5 %): {sig.MARKS[sig.BETTER]} better, "
+             f"{sig.MARKS[sig.WORSE]} worse, {sig.MARKS[sig.TIED]} not significantly different; "
+             f"{sig.BEST_MARK} statistically tied with the best of the column (the best included). "]
+    methods = [v["method"] for t in tests.values() for v in t["vs_ref"].values() if v["method"]]
+    if methods:
+        counts = pd.Series(methods).value_counts()
+        lines.append("Tests made: " + ", ".join(f"{k} {m}" for m, k in counts.items()) + " (paired = over seeds and "
+                     "test examples; welch = over seeds only, where per-example predictions are missing; mixed = "
+                     "an average over tasks of both). ")
+    elif reference not in set(ok.attention):
+        lines.append(f"No `{reference}` cell in this profile, so nothing is marked against it (--reference). ")
+    single = ok[ok.n < 2]
+    if len(single):
+        lines.append(f"{len(single)} of {len(ok)} cells have a single seed: their interval is the test sample's "
+                     "alone (Wilson) and they enter no test -- a test needs 2 or more seeds on both sides, since "
+                     "the seed-to-seed spread is otherwise unknown. ")
+    unpaired = [f"{r.attention}/{r.task}" for r in ok.itertuples() if r.sample.correct is None]
+    if unpaired and len(unpaired) == len(ok):
+        lines.append(f"None of the {len(ok)} cells' records kept per-example test predictions (older records), so "
+                     "no paired comparison is possible here; cells with 2 or more seeds are compared over seeds only. ")
+    elif unpaired:
+        shown = ", ".join(unpaired[:12]) + (f" and {len(unpaired) - 12} more" if len(unpaired) > 12 else "")
+        lines.append(f"No paired comparison is possible for {len(unpaired)} cell(s) whose records lack per-example "
+                     f"test predictions (older records): {shown}. ")
+    ties = [f"{TASK_LABELS.get(t, 'LRA avg')}: {', '.join(sorted(tests[t]['tied']))}"
+            for t in (*TASKS, "avg") if t in tests and tests[t]["tied"] is not None]
+    if ties:
+        lines.append("\n\nTied with the best: " + "; ".join(ties) + ".")
+    return "".join(lines).rstrip() + "\n"
+
+
+def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = True,
+           reference: str = REFERENCE) -> tuple[pd.DataFrame, str]:
     """Table 1 rows (one per profile x attention) and its Markdown (one block per profile).
 
     The frame holds the display columns (task labels, ``AVG5``, ``AVG6``, ``PAPER_AVG``) and numeric ones:
-    ``<task>_mean``, ``<task>_std``, ``<task>_n``, ``avg5``, ``avg6``, ``avg_present``, ``n_tasks``, ``params``
-    (median over the attention's ok records), and ``paper_<task>`` / ``paper_avg5`` when ``paper_columns``.
+    ``<task>_mean``, ``<task>_std``, ``<task>_n``, the 95 % interval ``<task>_lo`` / ``_hi`` (``_se``, ``_df``,
+    ``_interval``: its kind), the test against ``reference`` ``<task>_vs_ref`` / ``_p_holm`` / ``_method``,
+    ``<task>_tied`` (tied with the column's best), ``avg5``, ``avg6``, ``avg_present``, ``avg_lo`` / ``avg_hi``,
+    ``avg_vs_ref``, ``avg_tied``, ``n_tasks``, ``params`` (median over the attention's ok records), and
+    ``paper_<task>`` / ``paper_avg5`` when ``paper_columns``.
     """
     cells = task_cells(df, profile)
     if cells.empty:
         which = f" for profile {profile!r}" if profile else ""
         return pd.DataFrame(), f"(no non-synthetic run records{which})"
     runs = scored_runs(df, profile)
-    rows = []
+    rows, notes = [], {}
     for prof in sorted(cells.profile.unique()):
         pc = cells[cells.profile == prof]
+        tests = significance_of(pc, reference)
+        notes[prof] = significance_note(pc, tests, reference)
         for att in attention_order(pc.attention.unique()):
             ac = pc[pc.attention == att].set_index("task")
             row: dict = {"profile": prof, "attention": att}
             for task in TASKS:
-                if task in ac.index:
-                    c = ac.loc[task]
-                    mean, std, n, failures = c["mean"], c["std"], int(c["n"]), c["failures"]
-                else:
-                    mean, std, n, failures = math.nan, math.nan, 0, {}
-                row[f"{task}_mean"], row[f"{task}_std"], row[f"{task}_n"] = mean, std, n
+                c = ac.loc[task] if task in ac.index else None
+                n = int(c["n"]) if c is not None else 0
+                failures = c["failures"] if c is not None else {}
+                for key in ("mean", "std", "lo", "hi", "se", "df"):
+                    row[f"{task}_{key}"] = float(c[key]) if c is not None else math.nan
+                row[f"{task}_n"], row[f"{task}_interval"] = n, c["interval"] if c is not None else ""
                 row[f"{task}_n_runs"] = n + sum(failures.values())
-                row[TASK_LABELS[task]] = cell_text(mean, std, n, failures)
+                test = tests.get(task, {})
+                verdict = test.get("vs_ref", {}).get(att)
+                row[f"{task}_vs_ref"] = verdict["verdict"] if verdict else ""
+                row[f"{task}_p_holm"] = verdict["p_holm"] if verdict else math.nan
+                row[f"{task}_method"] = verdict["method"] if verdict else ""
+                row[f"{task}_tied"] = bool(test.get("tied") and att in test["tied"])
+                row[TASK_LABELS[task]] = cell_text(row[f"{task}_mean"], n, failures, row[f"{task}_lo"],
+                                                   row[f"{task}_hi"], _marks(verdict, test.get("tied"), att))
             ok = runs[(runs.profile == prof) & (runs.attention == att) & (runs.status == "ok")]
             row["params"] = float(ok.params.median()) if ok.params.notna().any() else math.nan
-            row.update(_avg_columns(row))
+            row.update(_avg_columns(row, tests["avg"]["vs_ref"].get(att), tests["avg"]["tied"]))
             if paper_columns:
                 ref = paper.TABLE1.get(att)
                 for i, task in enumerate(TASKS5):
@@ -265,18 +383,21 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
             rows.append(row)
     table = pd.DataFrame(rows)
     display = ["attention", *(TASK_LABELS[t] for t in TASKS), AVG5, AVG6] + ([PAPER_AVG] if paper_columns else [])
-    md = ["Test accuracy (%) of the best-validation weights on the full test set, mean ± std over seeds "
-          "(n seeds); FAIL / OOM / KILL / DIV = no successful run, only failed / out-of-memory / SIGKILLed / diverged "
-          "ones; blank = "
-          f"never run; synthetic-data runs never count. {AVG5}: mean of the 5 task means as the paper (Path-X "
-          f"excluded), or the mean over the tasks present, marked partial. {AVG6}: the 6-task convention of "
-          "later papers (S4 ...), Path-X FAIL (or, marked *, not run) counted as 50.\n"]
+    md = ["Test accuracy (%) of the best-validation weights on the full test set: mean over seeds and its 95 % "
+          "confidence interval [low, high] (Student t with n - 1 degrees of freedom, n seeds shown); with one seed "
+          f"the interval of the test sample alone (Wilson), labelled \"{ONE_SEED}\". FAIL / OOM / KILL / DIV = no "
+          "successful run, only failed / out-of-memory / SIGKILLed / diverged ones; blank = never run; "
+          f"synthetic-data runs never count. {AVG5}: mean of the 5 task means as the paper (Path-X excluded), or "
+          "the mean over the tasks present, marked partial; its interval combines the tasks' (independent test "
+          f"sets; Welch-Satterthwaite degrees of freedom). {AVG6}: the 6-task convention of later papers (S4 ...), "
+          "Path-X FAIL (or, marked *, not run) counted as 50.\n"]
     for prof, t in table.groupby("profile", sort=True):
         pr = runs[runs.profile == prof]
         synthetic = int((df["synthetic"].astype(bool) & (df["profile"] == prof)).sum())
         md.append(f"**Profile `{prof}`**: {len(pr)} run(s) counted, {synthetic} synthetic run(s) excluded.\n")
         md.append(t[display].to_markdown(index=False))
         md.append("")
+        md.append(notes[prof])
     if paper_columns:
         ref = table[table.attention.isin(list(paper.TABLE1))].drop_duplicates("attention")
         if not ref.empty:
@@ -304,11 +425,18 @@ def one_profile(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame
     return table[table.profile == profile]
 
 
+SCORE_COLUMNS = ["attention", "profile", "score", "n_tasks", "params", "score_lo", "score_hi", "tied", "seeds"]
+
+
 def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
-    """attention, score (5-task average, or the mean over the tasks present), n_tasks, params of one profile."""
+    """attention, score (5-task average, or the mean over the tasks present), n_tasks, params of one profile, with
+    the score's 95 % interval (score_lo, score_hi), whether it is tied with the best average (tied) and the fewest
+    seeds of its tasks (seeds)."""
     if table.empty:
-        return pd.DataFrame(columns=["attention", "profile", "score", "n_tasks", "params"])
+        return pd.DataFrame(columns=SCORE_COLUMNS)
     t = one_profile(table, profile)
     t = t[t.n_tasks > 0]
+    seeds = t[[f"{task}_n" for task in TASKS5]].replace(0, np.nan).min(axis=1)
     return pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
-                         "n_tasks": t.n_tasks, "params": t.params}).reset_index(drop=True)
+                         "n_tasks": t.n_tasks, "params": t.params, "score_lo": t.avg_lo, "score_hi": t.avg_hi,
+                         "tied": t.avg_tied, "seeds": seeds}).reset_index(drop=True)

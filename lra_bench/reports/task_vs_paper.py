@@ -18,13 +18,16 @@ PAPER_ROW = {att: name for name, att in paper.PAPER_NAMES.items()}
 
 
 def task_scores(table: pd.DataFrame, task: str, profile: str | None = None) -> pd.DataFrame:
-    """attention, profile, score (mean test accuracy % on ``task``), n_tasks (1), params: the bubble chart's y."""
+    """attention, profile, score (mean test accuracy % on ``task``), n_tasks (1), params, score_lo / score_hi (its
+    95 % interval), tied (with the task's best) and seeds: the bubble chart's y."""
     if task not in paper.TASKS:
         raise ValueError(f"task must be one of {paper.TASKS}, got {task!r}")
     t = one_profile(table, profile)
     t = t[t[f"{task}_n"] > 0] if not t.empty else t
     return pd.DataFrame({"attention": t.get("attention", []), "profile": t.get("profile", []),
-                         "score": t.get(f"{task}_mean", []), "n_tasks": 1, "params": t.get("params", [])})
+                         "score": t.get(f"{task}_mean", []), "n_tasks": 1, "params": t.get("params", []),
+                         "score_lo": t.get(f"{task}_lo", []), "score_hi": t.get(f"{task}_hi", []),
+                         "tied": t.get(f"{task}_tied", []), "seeds": t.get(f"{task}_n", [])})
 
 
 def task_vs_paper(table: pd.DataFrame, task: str, profile: str | None = None) -> tuple[pd.DataFrame, str]:
