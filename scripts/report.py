@@ -38,7 +38,8 @@ from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import SIZES, XS, bubble_chart, read_popularity
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
-from lra_bench.reports.table1 import load_runs, pick_profile, table1
+from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
 
 CURATED = "CURATED"  # marker file of a curated results folder; its "options:" line holds the report options
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--score-task", choices=TASKS, default=None,
                     help="one task's accuracy as the chart's y (not the LRA average) and its Table 1 column beside "
                          "the paper's with the difference per row and the rank agreement, e.g. a ListOps-only sweep")
+    ap.add_argument("--reference", default=REFERENCE,
+                    help=f"the variant every other is tested against in Table 1 (default {REFERENCE})")
     args = ap.parse_args(given)
     if args.curated is not None:
         folder = Path("results") / args.curated
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     # Table 1 and the accuracy bars from the run records
     runs = load_runs(args.runs_dir)
     profile = args.profile or pick_profile(runs)
-    t1, md1 = table1(runs, args.profile)
+    t1, md1 = table1(runs, args.profile, reference=args.reference)
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
     else:
@@ -124,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "table1.md").write_text(f"# LRA Table 1 on this hardware\n\nRegenerate: `{command}`\n\n{md1}\n")
         written += ["table1.md", "table1.csv"]
         sections.append(f"## Table 1: test accuracy\n\n{md1}")
+        sections.append(rank_reliability(task_cells(runs, args.profile))[1])
         if args.score_task:
             tvp, md_tvp = task_vs_paper(t1, args.score_task, profile)
             name = f"table1_{args.score_task}_vs_paper"
@@ -176,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
-            sections.insert(3 if args.score_task else 2,  # after Table 1 and the accuracy bars
+            sections.insert(4 if args.score_task else 3,  # after Table 1, rank reliability and the accuracy bars
                             f"## Figure 3: score, speed and {args.size}\n\n![LRA bubble chart](bubble.png)\n\n"
                             f"{note}Plotted values: [bubble.csv](bubble.csv).\n")
     elif not cells.empty:

@@ -1,5 +1,6 @@
 """Per-task test accuracy bars: one panel per LRA task that was run, one bar per attention (mean over ok seeds,
-error bar = sample std over seeds, dots = the individual seeds), OOM / DIV / FAIL written where no run
+error bar = its 95 % interval as in Table 1 -- t over seeds, or with one seed the test sample's alone --, dots = the
+individual seeds), OOM / DIV / FAIL written where no run
 succeeded, the paper's Table 1 value as a red tick and the test set's majority-class rate as a dashed line.
 """
 
@@ -31,7 +32,7 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
 
     ``runs`` is :func:`lra_bench.reports.table1.load_runs`'s frame; ``profile`` defaults to
     :func:`pick_profile`'s choice. The plotted bars are in ``fig.accuracy_data`` (profile, attention, task,
-    mean, std, n, failures). Raises ValueError when there is no non-synthetic record.
+    mean, std, lo, hi, n, failures). Raises ValueError when there is no non-synthetic record.
     """
     profile = profile or pick_profile(runs)
     cells = task_cells(runs, profile) if profile is not None else pd.DataFrame()
@@ -48,8 +49,10 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
         order = [a for a in names if a in tc.index]
         pos = np.arange(len(order))
         means = np.array([tc.loc[a, "mean"] for a in order], float)
-        stds = np.nan_to_num(np.array([tc.loc[a, "std"] for a in order], float))
-        ax.bar(pos, np.nan_to_num(means), yerr=stds, color=[color[a] for a in order], alpha=0.75, capsize=4,
+        lows = np.array([tc.loc[a, "lo"] for a in order], float)
+        highs = np.array([tc.loc[a, "hi"] for a in order], float)
+        yerr = np.nan_to_num([means - lows, highs - means])
+        ax.bar(pos, np.nan_to_num(means), yerr=yerr, color=[color[a] for a in order], alpha=0.75, capsize=4,
                edgecolor="black", linewidth=0.6, error_kw={"lw": 1})
         for i, a in enumerate(order):
             accs = tc.loc[a, "accs"]
@@ -71,10 +74,15 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
         ax.grid(True, axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.set_visible(False)
-    fig.suptitle(title or f"Test accuracy per task, profile {profile}: bar = mean over seeds, error bar = std, "
-                 "dots = seeds;\nred tick = the paper's Table 1, dashed = majority-class rate", fontsize=10)
+    seeds = sorted({int(n) for n in cells.n if n > 0})
+    seeds_text = (f"{seeds[0]} seed{'s' if seeds[0] > 1 else ''}" if len(seeds) == 1
+                  else f"{seeds[0]} to {seeds[-1]} seeds") + " per bar"
+    one = " (1 seed: test sampling only)" if 1 in seeds else ""
+    fig.suptitle(title or f"Test accuracy per task, profile {profile}, {seeds_text}: bar = mean over seeds, error bar "
+                 f"= 95 % interval{one}, dots = seeds;\nred tick = the paper's Table 1, dashed = majority-class rate",
+                 fontsize=10)
     fig.tight_layout()
-    fig.accuracy_data = cells[["profile", "attention", "task", "mean", "std", "n", "failures"]].copy()
+    fig.accuracy_data = cells[["profile", "attention", "task", "mean", "std", "lo", "hi", "n", "failures"]].copy()
     if path is not None:
         save_png_svg(fig, path, dpi=110)
     return fig

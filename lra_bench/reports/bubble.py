@@ -27,12 +27,15 @@ import pandas as pd
 from lra_bench import paper
 from lra_bench.reports.efficiency import with_ratios
 from lra_bench.reports.figures import save_png_svg
-from lra_bench.reports.table1 import TASK_LABELS, attention_color, attention_order, lra_scores
+from lra_bench.reports.table1 import SCORE_COLUMNS, TASK_LABELS, attention_color, attention_order, lra_scores
 
 SIZES = ("memory", "params", "popularity")
 XS = ("examples_per_s", "speed_vs_softmax")
 MAX_AREA = 2400.0  # points^2 of the largest circle
 SETTING = ["device", "profile", "batch"]
+POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "tied", "seeds",
+                 "repeats"]
+FADED = 0.18  # alpha of the circles significantly below the best (when ties were tested)
 
 
 def read_popularity(path: Path | str | None) -> pd.Series:
@@ -66,13 +69,13 @@ def read_popularity(path: Path | str | None) -> pd.Series:
 
 
 def _scores(scores, profile: str | None) -> pd.DataFrame:
-    """Normalise ``scores`` (a Table 1 frame, a frame with attention+score, a Series or a dict) to
-    attention, score, n_tasks, params, profile."""
+    """Normalise ``scores`` (a Table 1 frame, a frame with attention+score, a Series or a dict) to SCORE_COLUMNS
+    (attention, profile, score, n_tasks, params, score_lo, score_hi, tied, seeds; NaN / False where not given)."""
     if isinstance(scores, dict):
         scores = pd.Series(scores, dtype=float)
     if isinstance(scores, pd.Series):
-        return pd.DataFrame({"attention": scores.index.astype(str), "score": scores.to_numpy(float), "n_tasks": 5,
-                             "params": np.nan, "profile": profile})
+        scores = pd.DataFrame({"attention": scores.index.astype(str), "score": scores.to_numpy(float), "n_tasks": 5,
+                               "params": np.nan, "profile": profile})
     if "avg_present" in scores.columns:  # a Table 1 frame
         if profile is None and scores["profile"].nunique() > 1:
             from lra_bench.reports.table1 import PROFILE_RANK
@@ -82,10 +85,11 @@ def _scores(scores, profile: str | None) -> pd.DataFrame:
                                                           if p in PROFILE_RANK else 99))[0]
         return lra_scores(scores, profile)
     out = scores.copy()
-    for col, default in (("n_tasks", 5), ("params", np.nan), ("profile", profile)):
+    for col, default in (("n_tasks", 5), ("params", np.nan), ("profile", profile), ("score_lo", np.nan),
+                         ("score_hi", np.nan), ("tied", False), ("seeds", np.nan)):
         if col not in out.columns:
             out[col] = default
-    return out[["attention", "score", "n_tasks", "params", "profile"]]
+    return out[SCORE_COLUMNS]
 
 
 def pick_setting(cells: pd.DataFrame, profile: str | None) -> dict | None:
@@ -156,13 +160,15 @@ def _place_labels(ax, items: list[dict]) -> None:
         placed.append(box)
         ax.annotate(it["text"], (it["x"], it["y"]), xytext=(dx, dy), textcoords="offset points", va="center",
                     fontsize=it["fontsize"], color=it.get("color", "black"), style=it.get("style", "normal"),
-                    zorder=5, arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.5} if dy else None)
+                    zorder=5, arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.5} if dy else None,
+                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.6, "edgecolor": "none"})
 
 
 def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", popularity_csv=None,
                 x: str = "examples_per_s", profile: str | None = None) -> tuple[pd.DataFrame, dict, dict]:
-    """The points of the chart (attention, x, y, n_tasks, size_value), the omitted attentions with reasons,
-    and the setting used (profile, device, batch, n, task)."""
+    """The points of the chart (POINT_COLUMNS: x with the interquartile range x_lo..x_hi of the benchmark cell's
+    timed steps, y with its 95 % interval y_lo..y_hi, tied with the best, seeds, the cell's repeats), the omitted
+    attentions with reasons, and the setting used (profile, device, batch, n, task, ties_tested)."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     if x not in XS:
@@ -196,13 +202,17 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         if cell["status"] != "ok":
             omitted[att] = f"{str(cell['status']).upper()} at N={longest}"
             continue
+        q1, q3 = (float(pd.to_numeric(cell.get(q), errors="coerce")) for q in ("q1_s", "q3_s"))
         if x == "examples_per_s":
             xv = float(cell["steps_per_s"]) * float(cell["batch"])
+            per_s = float(cell["batch"])  # examples/s = batch / step seconds
         else:
             xv = float(cell["speed_vs_softmax"])
             if not math.isfinite(xv):
                 omitted[att] = f"no ok softmax cell at N={longest} to divide by"
                 continue
+            per_s = xv / float(cell["steps_per_s"])  # the ratio = softmax's median step seconds / this cell's
+        x_lo, x_hi = per_s / q3, per_s / q1  # the interquartile range of the timed steps, as speed
         if size == "memory":
             sv = float(cell["memory_bytes"])
         elif size == "params":
@@ -212,11 +222,15 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         if not (math.isfinite(sv) and sv > 0):
             omitted[att] = f"no {size} value"
             continue
-        rows.append({"attention": att, "x": xv, "y": float(s["score"].iloc[0]), "n_tasks": int(s["n_tasks"].iloc[0]),
-                     "size_value": sv})
+        first = s.iloc[0]
+        rows.append({"attention": att, "x": xv, "y": float(first["score"]), "n_tasks": int(first["n_tasks"]),
+                     "size_value": sv, "x_lo": x_lo, "x_hi": x_hi, "y_lo": float(first["score_lo"]),
+                     "y_hi": float(first["score_hi"]), "tied": bool(first["tied"]), "seeds": float(first["seeds"]),
+                     "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce"))})
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
-    return pd.DataFrame(rows, columns=["attention", "x", "y", "n_tasks", "size_value"]), omitted, meta
+    meta["ties_tested"] = bool(sc["tied"].astype(bool).any())
+    return pd.DataFrame(rows, columns=POINT_COLUMNS), omitted, meta
 
 
 def paper_points(x: str = "examples_per_s", score_task: str | None = None) -> pd.DataFrame:
@@ -244,6 +258,48 @@ def _title(meta: dict, device: str | None, score_task: str | None = None) -> str
     return f"LRA Figure 3{what}, {where}{prof}"
 
 
+def _error_bars(ax, data: pd.DataFrame) -> None:
+    """Vertical 95 % intervals of the score and horizontal interquartile ranges of the speed, where known."""
+    y = data[np.isfinite(data["y_lo"]) & np.isfinite(data["y_hi"])]
+    if len(y):
+        ax.errorbar(y["x"], y["y"], yerr=[y["y"] - y["y_lo"], y["y_hi"] - y["y"]], fmt="none", ecolor="black",
+                    elinewidth=1.0, capsize=3, zorder=4, gid="score_intervals")
+    x = data[np.isfinite(data["x_lo"]) & np.isfinite(data["x_hi"])]
+    if len(x):
+        ax.errorbar(x["x"], x["y"], xerr=[x["x"] - x["x_lo"], x["x_hi"] - x["x"]], fmt="none", ecolor="dimgray",
+                    elinewidth=1.0, capsize=3, zorder=4, gid="speed_iqr")
+
+
+def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
+    """Three lines: what the vertical bars are and how many seeds are behind them, the horizontal bars, and what the
+    emphasis means."""
+    what = f"{TASK_LABELS[score_task]} accuracy" if score_task else "LRA score"
+    seeds = sorted({int(v) for v in data["seeds"].dropna()})
+    per = "" if score_task else " per task"
+    wilson = "Wilson" + ("" if score_task else " per task, combined over the tasks")
+    if not seeds:
+        how = "seeds unknown"
+    elif seeds == [1]:
+        how = f"1 seed{per}: test sampling only ({wilson})"
+    elif seeds[0] > 1:
+        how = f"{seeds[0]} seeds{per}" if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]} seeds{per}"
+        how += ": Student t over seeds"
+    else:
+        how = f"1 to {seeds[-1]} seeds{per}: Student t over seeds; where 1 seed, test sampling only ({wilson})"
+    repeats = sorted({int(r) for r in data["repeats"].dropna()})
+    reps = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]} to {repeats[-1]}" if repeats else "?"
+    lines = [f"Vertical bars: 95 % confidence interval of the {what} ({how}).",
+             f"Horizontal bars: interquartile range of the speed over the benchmark cell's timed steps "
+             f"({reps} repeats)."]
+    if meta.get("ties_tested"):
+        lines.append(f"Bold circles: statistically tied with the best {what} (paired test over seeds and examples, "
+                     "or Welch over seeds; Holm-corrected); faded: significantly below it.")
+    else:
+        lines.append(f"Ties with the best {what} not tested: a test needs 2 or more seeds per cell, so no circle is "
+                     "emphasised.")
+    return "\n".join(lines)
+
+
 def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
                  popularity_csv: Path | str | None = None, overlay_paper: bool = False, x: str = "examples_per_s",
                  profile: str | None = None, title: str | None = None, device: str | None = None,
@@ -268,9 +324,14 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
 
     fig, ax = plt.subplots(figsize=(12, 7))
     partial = (data["n_tasks"] < 5) & (score_task is None)  # "[k/5] tasks present" marks: LRA averages only
-    ours = ax.scatter(data["x"], data["y"], s=data["area"], c=[color[a] for a in data.attention], alpha=0.6,
-                      edgecolors="black", linewidths=0.8, zorder=3)
+    ties = bool(meta["ties_tested"])  # tied with the best: full colour, bold edge; the rest faded
+    face = [(*color[a][:3], (0.7 if t else FADED) if ties else 0.6) for a, t in zip(data.attention, data.tied,
+                                                                                    strict=True)]
+    ours = ax.scatter(data["x"], data["y"], s=data["area"], c=face, zorder=3,
+                      edgecolors=["black" if t or not ties else "gray" for t in data.tied],
+                      linewidths=[2.0 if t and ties else 0.8 for t in data.tied])
     ours.set_gid("ours")
+    _error_bars(ax, data)
     labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
                "text": r.attention + (f" [{r.n_tasks}/5]" if part else "")}
               for r, part in zip(data.itertuples(), partial, strict=True)]
@@ -285,14 +346,15 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         labels += [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 8, "text": f"{r.attention} (paper)",
                     "color": "dimgray", "style": "italic"} for r in pp.itertuples()]
         frames.append(pp)
-    plotted = pd.concat(frames, ignore_index=True)[["source", "attention", "x", "y", "n_tasks", "size_value",
-                                                     "area"]]
+    plotted = pd.concat(frames, ignore_index=True).reindex(
+        columns=["source", "attention", "x", "y", "n_tasks", "size_value", "area", "y_lo", "y_hi", "x_lo", "x_hi",
+                 "seeds", "tied"])
 
     xs = plotted["x"].to_numpy(float)
     if xscale == "auto":
         xscale = "log" if xs.min() > 0 and xs.max() / xs.min() > 20 else "linear"
     ax.set_xscale(xscale)
-    ys = plotted["y"].to_numpy(float)
+    ys = pd.concat([plotted["y"], plotted["y_lo"], plotted["y_hi"]]).dropna().to_numpy(float)
     pad = max(2.0, 0.12 * (ys.max() - ys.min()))
     ax.set_ylim(ys.min() - pad, ys.max() + pad)
     if xscale == "linear":
@@ -332,8 +394,9 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
                  ax.scatter([], [], s=120, facecolors="none", edgecolors="gray", linestyle="--",
                             label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)")]
         ax.legend(handles=kinds, loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=8)
-    fig.tight_layout(rect=(0, 0.04 if omitted else 0, 1, 1))
+    fig.tight_layout(rect=(0, 0.12 if omitted else 0.09, 1, 1))
     _place_labels(ax, labels)
+    fig.text(0.01, 0.045 if omitted else 0.01, caption(data, meta, score_task), fontsize=7.5, va="bottom")
     if omitted:
         note = "not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
         fig.text(0.01, 0.01, note, fontsize=7, color="dimgray", wrap=True)

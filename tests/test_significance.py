@@ -1,0 +1,111 @@
+"""Table 1's marks, the tied-with-best sets, the chart's bars and emphasis and the rank reliability, on a results
+store of simulated records that keep their per-example test predictions (3 seeds x 2,000 examples), beside older
+records without them."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from lra_bench import predictions
+from lra_bench.reports.bubble import FADED, bubble_chart
+from lra_bench.reports.efficiency import load_cells
+from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.table1 import AVG5, load_runs, table1, task_cells
+from lra_bench.reports.task_vs_paper import task_scores
+from tests.test_report import record, signed, write
+
+N = 2000
+#: true accuracy per variant; "old" has records without predictions (written before they were kept)
+TRUE = {"softmax": 0.50, "linear": 0.58, "performer": 0.575, "local": 0.50, "reformer": 0.42, "old": 0.50}
+TASKS = ("listops", "image")
+
+
+def make_store(root):
+    rng = np.random.default_rng(0)
+    runs = root / "runs"
+    for task in TASKS:
+        labels = rng.integers(0, 10, N)
+        inputs = rng.integers(1, 30, (N, 16)).astype(np.uint8)
+        fingerprint = predictions.test_fingerprint(inputs, labels)
+        easy = rng.normal(0, 1.5, N)  # shared difficulty: what makes pairing pay
+        for att, p in TRUE.items():
+            for seed in range(3):
+                logit = np.log(p / (1 - p)) + 1.2 * easy + rng.normal(0, 0.5, N) - 0.0
+                right = rng.random(N) < 1 / (1 + np.exp(-(logit - np.mean(logit) + np.log(p / (1 - p)))))
+                predicted = np.where(right, labels, (labels + 1) % 10)
+                rec = record(task, att, seed, acc=float(right.mean()))
+                rec["test_examples"] = N
+                if att != "old":
+                    rec[predictions.FIELD] = predictions.encode(predicted, labels, fingerprint)
+                write(runs, rec)
+    bench = root / "bench"
+    bench.mkdir(parents=True)
+    for i, att in enumerate(TRUE):
+        median = 0.1 * (i + 1)
+        cell = {"attention": att, "task": "text", "mode": "model", "n": 4096, "batch": 4, "device": "cpu-test",
+                "profile": "cpu", "status": "ok", "median_s": median, "q1_s": 0.9 * median, "q3_s": 1.2 * median,
+                "repeats": 10, "peak_delta_bytes": (i + 1) * 2**20, "created_at": "2026-01-01T00:00:00"}
+        (bench / f"cell{i}.json").write_text(json.dumps(signed(cell)))
+    return root
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return make_store(tmp_path_factory.mktemp("sig"))
+
+
+def test_marks_against_the_reference_and_ties_with_the_best(store):
+    t, md = table1(load_runs(store / "runs"), "cpu")
+    t = t.set_index("attention")
+    for task in TASKS:
+        assert t.loc["linear", f"{task}_vs_ref"] == "better" and t.loc["linear", f"{task}_method"] == "paired"
+        assert t.loc["reformer", f"{task}_vs_ref"] == "worse"
+        assert t.loc["local", f"{task}_vs_ref"] == "not significant"
+        assert t.loc["old", f"{task}_method"] == "welch"  # no predictions: over seeds only
+        # linear (58) and performer (57.5) are tied at the top; softmax and local (50) are not
+        assert t.loc["linear", f"{task}_tied"] and t.loc["performer", f"{task}_tied"]
+        assert not t.loc["softmax", f"{task}_tied"] and not t.loc["reformer", f"{task}_tied"]
+        assert t.loc["linear", f"{task}_interval"] == "t" and t.loc["linear", f"{task}_n"] == 3
+    assert t.loc["linear", "ListOps"].endswith("(3 seeds) ▲ ★") and t.loc["softmax", "ListOps"].endswith("ref")
+    assert t.loc["reformer", AVG5].endswith("▼") and t.loc["linear", "avg_vs_ref"] == "better"
+    assert t.loc["old", "avg_vs_ref"] in ("not significant", "better", "worse")  # tested, over seeds
+    assert "Tests made: " in md and "paired" in md
+    assert "No paired comparison is possible for 2 cell(s)" in md and "old/image, old/listops" in md
+
+
+def test_chart_bars_and_emphasis(store, tmp_path):
+    t, _ = table1(load_runs(store / "runs"), "cpu")
+    cells = load_cells(store / "bench")
+    for scores, name in ((t, "bubble.png"), (task_scores(t, "listops", "cpu"), "listops.png")):
+        fig = bubble_chart(scores, cells, tmp_path / name, profile="cpu", score_task=None if name == "bubble.png"
+                           else "listops")
+        data = fig.bubble_data.set_index("attention")
+        assert (data.y_lo < data.y).all() and (data.y < data.y_hi).all()
+        # speed IQR from the cell's quartiles: examples/s = batch / seconds per step
+        assert data.loc["softmax", "x_lo"] == pytest.approx(4 / 0.12) and data.loc["softmax", "x_hi"] == pytest.approx(
+            4 / 0.09)
+        vertical, horizontal = fig.axes[0].containers  # read the bars back from the figure
+        segments = vertical.lines[2][0].get_segments()
+        got = sorted((float(s[0][1]), float(s[1][1])) for s in segments)
+        assert got == pytest.approx(sorted(zip(data.y_lo, data.y_hi, strict=True)))
+        segments = horizontal.lines[2][0].get_segments()
+        assert sorted(float(s[0][0]) for s in segments) == pytest.approx(sorted(data.x_lo))
+        ours = next(c for c in fig.axes[0].collections if c.get_gid() == "ours")
+        alpha = dict(zip(fig.bubble_data.attention, ours.get_facecolors()[:, 3], strict=False))
+        assert alpha["linear"] > 0.5 and alpha["reformer"] == pytest.approx(FADED)
+        caption = "\n".join(x.get_text() for x in fig.texts)
+        assert "3 seeds" in caption and "Bold circles: statistically tied with the best" in caption
+        assert "interquartile range" in caption and "(10 repeats)" in caption
+        plt.close(fig)
+
+
+def test_rank_reliability_between_seed_halves(store):
+    table, md = rank_reliability(task_cells(load_runs(store / "runs"), "cpu"))
+    assert list(table.task) == list(TASKS) and (table.variants == len(TRUE)).all()
+    assert (table.seeds == "seeds [0] vs [1, 2]").all()
+    assert (table.tau > 0.3).all(), table  # 8-point gaps at 2,000 examples: the order mostly reproduces
+    assert "Kendall's tau" in md
