@@ -206,13 +206,13 @@ def test_sigterm_during_the_final_evaluation_resumes_from_the_finished_state(tmp
 
     caplog.set_level(logging.INFO, logger="lra_bench")
     cfg = compose_run(SMOKE, tmp_path)
-    real_evaluate = runner.evaluate
+    real_predict = runner.predict  # the final test evaluation
 
-    def evaluate_then_sigterm(*args, **kwargs):
+    def predict_then_sigterm(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)
-        return real_evaluate(*args, **kwargs)
+        return real_predict(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "evaluate", evaluate_then_sigterm)
+    monkeypatch.setattr(runner, "predict", predict_then_sigterm)
     with pytest.raises(Preempted, match="the final test evaluation"):
         run(cfg)
     monkeypatch.undo()

@@ -66,6 +66,7 @@ def test_evaluation_counts_every_example_including_the_remainder():
         preds = model(torch.from_numpy(x.astype(np.int64))).argmax(-1).numpy()
     expected = float((preds == y).mean())
     assert loop.evaluate(model, x, y, settings(), torch.device("cpu")) == pytest.approx(expected)
+    assert np.array_equal(loop.predict(model, x, settings(), torch.device("cpu")), preds)  # every example, in order
 
 
 def test_timer_excludes_warmup_steps():
