@@ -186,6 +186,20 @@ def test_holm_against_hand_computed_steps():
                                                                           [False, False]]
 
 
+def test_holm_matches_the_textbook_loop():
+    rng = np.random.default_rng(8)
+    p = rng.random((300, 6)) ** 3
+    p[rng.random(p.shape) < 0.1] = np.nan
+    for row, got in zip(p, holm(p), strict=True):
+        valid = sorted((v, i) for i, v in enumerate(row) if not np.isnan(v))
+        want = np.zeros(len(row), bool)
+        for k, (v, i) in enumerate(valid):  # step down: stop at the first p above alpha / (m - k)
+            if v > 0.05 / (len(valid) - k):
+                break
+            want[i] = True
+        assert got.tolist() == want.tolist()
+
+
 def test_kendall_tau_between_seed_halves():
     assert split_halves([2, 0, 1]) == ([0], [1, 2]) and split_halves([0, 1]) == ([0], [1])
     same = {v: {0: k, 1: k + 0.1} for k, v in enumerate("abcd")}

@@ -74,32 +74,22 @@ def p_value(d, se, df) -> np.ndarray:
     return np.minimum(p, 1.0)
 
 
-def holm(pvalues, alpha: float = ALPHA) -> np.ndarray:
-    """Holm's step-down rejections along the last axis (family-wise error <= alpha): sort p ascending, reject
-    while p_(k) <= alpha / (m - k), k = 0..m-1; NaN p-values are never rejected and not counted in m."""
+def holm_adjusted(pvalues) -> np.ndarray:
+    """Holm-adjusted p-values along the last axis: sort p ascending, p_(k) times (m - k), running maximum, at most
+    1; reject where adjusted p <= alpha (family-wise error <= alpha). NaN p-values stay NaN and do not count in m."""
     p = np.asarray(pvalues, float)
     valid = ~np.isnan(p)
     m = valid.sum(-1, keepdims=True)
-    order = np.argsort(np.where(valid, p, np.inf), axis=-1)
-    sorted_p = np.take_along_axis(np.where(valid, p, np.inf), order, -1)
+    order = np.argsort(np.where(valid, p, np.inf), axis=-1)               # NaN last
+    sorted_p = np.take_along_axis(p, order, -1)
     k = np.arange(p.shape[-1])
-    passes = sorted_p <= alpha / np.maximum(m - k, 1)
-    passes &= k < m
-    keep = np.cumprod(passes, axis=-1).astype(bool)                        # stop at the first failure
-    out = np.zeros_like(keep)
-    np.put_along_axis(out, order, keep, -1)
+    scaled = np.where(k < m, (m - k) * np.nan_to_num(sorted_p, nan=0.0), np.nan)
+    running = np.fmax.accumulate(scaled, axis=-1)                        # the step-down: never below an earlier one
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, np.where(k < m, np.minimum(running, 1.0), np.nan), -1)
     return out
 
 
-def holm_adjusted(pvalues) -> np.ndarray:
-    """Holm-adjusted p-values of a 1-D family (NaN stays NaN): reject where adjusted p <= alpha."""
-    p = np.asarray(pvalues, float)
-    out = np.full_like(p, np.nan)
-    idx = np.flatnonzero(~np.isnan(p))
-    if len(idx) == 0:
-        return out
-    order = idx[np.argsort(p[idx])]
-    m = len(order)
-    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
+def holm(pvalues, alpha: float = ALPHA) -> np.ndarray:
+    """Holm's rejections along the last axis (NaN never rejected)."""
+    return holm_adjusted(pvalues) <= alpha
