@@ -41,6 +41,7 @@ from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
+from lra_bench.suggest import closest
 
 CURATED = "CURATED"  # marker file of a curated results folder; its "options:" line holds the report options
 DEFAULT_OUT = Path("results/report")
@@ -118,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # Table 1 and the accuracy bars from the run records
     runs = load_runs(args.runs_dir)
+    if not runs.empty and args.reference not in set(runs.attention):
+        guess = closest(args.reference, sorted(set(runs.attention)))
+        ap.error(f"--reference {args.reference!r}: no record of that attention under {args.runs_dir}"
+                 + (f"; did you mean {guess!r}?" if guess else f"; it has {', '.join(sorted(set(runs.attention)))}"))
     profile = args.profile or pick_profile(runs)
     t1, md1 = table1(runs, args.profile, reference=args.reference)
     if t1.empty:

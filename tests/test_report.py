@@ -312,6 +312,11 @@ def test_report_script_end_to_end(store, tmp_path):
     assert "softmax" in (out / "table1.md").read_text()
     bubble = pd.read_csv(out / "bubble.csv")
     assert set(bubble.source) == {"ours", "paper"}
+    assert "**Rank reliability**" in report and "seeds [0] vs [1]" in report  # 2 seeds: seed 0 against seed 1
+    res = run_report("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--reference",
+                     "sofmax")
+    assert res.returncode == 2 and "--reference 'sofmax': no record of that attention" in res.stderr
+    assert "did you mean 'softmax'?" in res.stderr
 
 
 def test_one_task_beside_the_paper_and_its_chart(store, tmp_path):

@@ -1,4 +1,5 @@
-"""LRA Table 1 from run records: test accuracy (%) per attention and task, mean ± std over seeds, failure cells,
+"""LRA Table 1 from run records: test accuracy (%) per attention and task, mean and 95 % interval over seeds,
+marks against a reference variant and ties with the best (:mod:`lra_bench.reports.significance`), failure cells,
 the paper's 5-task average and the 6-task average with Path-X FAIL counted as 50 (shared/reference/LRA.md §2.1).
 
 Rules, stated once:
@@ -7,10 +8,12 @@ Rules, stated once:
   warning, never fatal. Of several records with the same ``config_hash`` only the latest counts.
 * Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
 * A cell is (profile, attention, task). Within a cell, one record per seed counts: the latest one.
-  Its value is the mean ± sample std (ddof 1) of the ok runs' test accuracy over seeds. A cell with no ok run
+  Its value is the mean of the ok runs' test accuracy over seeds with a 95 % interval: Student t (n - 1 df, std
+  ddof 1) with 2+ seeds, the one seed's Wilson interval over its test examples otherwise. A cell with no ok run
   but a failed / OOM / killed / diverged one reads FAIL / OOM / KILL / DIV; a cell never run is blank.
 * "LRA avg (5)" is the mean of the 5 task means (ListOps, Text, Retrieval, Image, Pathfinder), as the paper;
-  when some of the 5 are missing it is the mean over those present, marked "partial (k/5 tasks)".
+  when some of the 5 are missing it is the mean over those present, marked "partial (k/5 tasks)"; its interval
+  combines the task means' (independent test sets, Welch-Satterthwaite df).
 * "avg (6, Path-X FAIL=50)" is the convention of later papers (S4 ...): the 5 task means plus Path-X, with a
   Path-X that failed (or was never run, marked ``*``) counted as 50; only defined when all 5 tasks are present.
 """
