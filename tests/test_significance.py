@@ -14,6 +14,7 @@ from lra_bench import predictions
 from lra_bench.reports.bubble import FADED, bubble_chart
 from lra_bench.reports.efficiency import load_cells
 from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.significance import sample
 from lra_bench.reports.table1 import AVG5, load_runs, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores
 from tests.test_report import record, signed, write
@@ -75,6 +76,16 @@ def test_marks_against_the_reference_and_ties_with_the_best(store):
     assert t.loc["old", "avg_vs_ref"] in ("not significant", "better", "worse")  # tested, over seeds
     assert "Tests made: " in md and "paired" in md
     assert "No paired comparison is possible for 2 cell(s)" in md and "old/image, old/listops" in md
+
+
+def test_a_cell_pairs_only_with_predictions_that_match_its_accuracies():
+    labels = np.arange(8) % 2
+    field = predictions.encode(labels, labels, "f")  # all right
+    assert sample([100.0, 100.0], [field, field]).correct.shape == (2, 8)
+    assert sample([100.0, 50.0], [field, field]).why_unpaired == "per-example predictions disagree with test_acc"
+    other = predictions.encode(labels, labels, "g")
+    assert sample([100.0, 100.0], [field, other]).why_unpaired == "seeds evaluated on different test sets"
+    assert "1 of 2 record(s) without" in sample([100.0, 100.0], [field, None]).why_unpaired
 
 
 def test_chart_bars_and_emphasis(store, tmp_path):

@@ -57,6 +57,8 @@ def sample(accs_pct, prediction_fields) -> Sample:
         correct = np.stack([predictions.decode(f)[1] for f in fields])
     except ValueError as e:
         return Sample(accs, why_unpaired=str(e))
+    if correct.shape[0] != len(accs) or not np.allclose(correct.mean(1) * 100, accs, rtol=0, atol=1e-9):
+        return Sample(accs, why_unpaired="per-example predictions disagree with test_acc")
     return Sample(accs, correct, prints.pop())
 
 
