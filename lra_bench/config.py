@@ -118,14 +118,14 @@ def positive(where: str, **values: float | int | None) -> None:
     """Raise a ConfigError for every value that is not a finite number > 0 (None is allowed = unset)."""
     for key, value in values.items():
         if value is not None and not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"{where}.{key} must be a finite number > 0, got {value}")
+            raise ConfigError(f"{where}.{key} must be > 0 (a finite number), got {value}")
 
 
 def non_negative(where: str, **values: float | int) -> None:
     """Raise a ConfigError for every value that is not a finite number >= 0."""
     for key, value in values.items():
         if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"{where}.{key} must be a finite number >= 0, got {value}")
+            raise ConfigError(f"{where}.{key} must be >= 0 (a finite number), got {value}")
 
 
 def fraction(key: str, value: float) -> float:

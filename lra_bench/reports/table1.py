@@ -111,7 +111,7 @@ def load_runs(results_dir: Path | str) -> pd.DataFrame:
             log.warning("skipping incomplete record %s: %s", rec.get("_path"), e)
             skipped.append(rec.get("_path", "?"))
     if skipped:
-        warnings.warn(f"skipped {len(skipped)} unreadable or incomplete record(s): {', '.join(skipped)}",
+        warnings.warn(f"skipped {len(skipped)} unreadable, incomplete or misfiled record(s): {', '.join(skipped)}",
                       stacklevel=2)
     if not rows:
         return pd.DataFrame(columns=RUN_COLUMNS)
