@@ -2,8 +2,8 @@
 
 Single run: trains in this process. Multirun (``-m``, ``+sweep=lra``, any launcher): every job re-executes
 this script in a fresh child process with the job's overrides, so each job's peak memory is its own and a
-crash or kill of one job is recorded without stopping the sweep; SIGTERM/SIGUSR2 are forwarded so the child
-checkpoints before a preemption.
+crash or kill of one job is recorded without stopping the sweep, which then exits with code 1; SIGTERM/SIGUSR2
+are forwarded so the child checkpoints before a preemption, and end the process with code 75 while it starts.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
         return record.get("test_acc")
     status, message = (record["status"], record["message"]) if record else ("failed", f"exit code {code}")
     log.error("job %s (%s) ended %s: %s", hc.job.num, " ".join(hc.overrides.task), status, message)
-    raise JobFailed(f"job {hc.job.num} ended {status}: {message}; every job not ending ok has a record, "
-                    "and the sweep exits with code 1 once the others have run")
+    raise JobFailed(f"job {hc.job.num} ended {status}: {message} (recorded; every job that did not end ok is "
+                    "logged above with its overrides; the same sweep command reruns the failed ones)")
 
 
 @hydra.main(config_path="configs", config_name="run", version_base="1.3")
