@@ -299,7 +299,7 @@ def test_sigterm_while_starting_exits_for_requeue(tmp_path, sweep):
     args = ["run.py", *(["-m", "attention=softmax,linear"] if sweep else []), *SMOKE]
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)  # imports, config composition: before any job or run has started
+    time.sleep(1.0)  # imports, config composition, torch: before any job or run has started
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 75, out[-2000:]
