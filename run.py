@@ -2,33 +2,49 @@
 
 Single run: trains in this process. Multirun (``-m``, ``+sweep=lra``, any launcher): every job re-executes
 this script in a fresh child process with the job's overrides, so each job's peak memory is its own and a
-crash or kill of one job is recorded without stopping the sweep; SIGTERM/SIGUSR2 are forwarded so the child
-checkpoints before a preemption.
+crash or kill of one job is recorded without stopping the sweep, which then exits with code 1; SIGTERM/SIGUSR2
+are forwarded so the child checkpoints before a preemption, and end the process with code 75 while it starts.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import signal
-import subprocess
 import sys
-from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
+EXIT_CONFIG, EXIT_FAILED, EXIT_BUSY, EXIT_PREEMPTED = 2, 1, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
+SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 
-from lra_bench.errors import DiskFullError, LRABenchError, RunInProgress
-from lra_bench.progress import SWEEP_JOB_ENV
-from lra_bench.suggest import check_overrides
+
+def _on_signal_while_starting(signum: int, frame: object) -> None:
+    """Until a run (``runner.stop_on_signals``) or a sweep's parent (``_on_sweep_signal``) takes the signals over --
+    imports, config composition, the model build -- a preemption ends the process with the requeue code, not 143:
+    nothing has started that could be lost."""
+    print(f"preempted: {signal.Signals(signum).name} while starting, before any run began; "
+          "rerun the same command", file=sys.stderr)
+    raise SystemExit(EXIT_PREEMPTED)
+
+
+for _sig in SWEEP_SIGNALS:  # first of all, before the slow imports below
+    signal.signal(_sig, _on_signal_while_starting)
+
+import logging  # noqa: E402 - after the signal handlers on purpose
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from lra_bench.errors import DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
+from lra_bench.progress import SWEEP_JOB_ENV  # noqa: E402
+from lra_bench.suggest import check_overrides  # noqa: E402
 
 log = logging.getLogger("lra_bench")
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHILD_ENV = SWEEP_JOB_ENV  # marks the process of a multirun job (no progress bars there)
-EXIT_CONFIG, EXIT_FAILED, EXIT_BUSY, EXIT_PREEMPTED = 2, 1, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
-SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 _sweep = {"child": None, "signal": None}  # the running job's process; the preemption signal the sweep got
 
 
@@ -47,8 +63,10 @@ def stop_sweep(why: str) -> None:
 
 
 def run_job_in_child(cfg: DictConfig) -> float | None:
-    """Run this multirun job in a fresh process; record a failure if the child dies without a record."""
-    from lra_bench.runner import record_crash
+    """Run this multirun job in a fresh process. A job that does not end ok has a record (its own, or a ``failed``
+    or ``killed`` one written here when the process died without one) and raises ``JobFailed``: Hydra runs the
+    remaining jobs, then the sweep exits with code 1."""
+    from lra_bench.runner import job_record, record_crash
 
     hc = HydraConfig.get()
     for sig in SWEEP_SIGNALS:  # for the parent's whole life: a signal between two jobs also stops the sweep
@@ -58,6 +76,7 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
     sweep = Path(hc.sweep.dir).name  # groups the sweep's wandb runs
+    started = time.time()
     _sweep["child"] = proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep})
     try:
         code = proc.wait()
@@ -65,17 +84,21 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
         _sweep["child"] = None
     if code == EXIT_PREEMPTED or _sweep["signal"] is not None:
         stop_sweep(f"job {hc.job.num} stopped (exit code {code})")
-    if code == EXIT_CONFIG:
-        raise RuntimeError(f"job {hc.job.num} has an invalid configuration (see its log above)")
     if code == EXIT_BUSY:
         log.warning("job %s skipped: the same configuration is running in another process", hc.job.num)
         return None
-    record = record_crash(cfg, code) if code not in (0, EXIT_FAILED) else None
-    if record is None:
-        from lra_bench.runner import existing_record
-
-        record = existing_record(cfg)
-    return None if record is None else record.get("test_acc")
+    try:
+        record = job_record(cfg, started)
+        if record is None and code != 0:
+            record = record_crash(cfg, code)
+    except LRABenchError as e:  # the parent cannot even plan the job: its configuration is invalid
+        raise JobFailed(f"job {hc.job.num} has an invalid configuration: {e}") from None
+    if code == 0 and record is not None and record["status"] == "ok":
+        return record.get("test_acc")
+    status, message = (record["status"], record["message"]) if record else ("failed", f"exit code {code}")
+    log.error("job %s (%s) ended %s: %s", hc.job.num, " ".join(hc.overrides.task), status, message)
+    raise JobFailed(f"job {hc.job.num} ended {status}: {message} (recorded; every job that did not end ok is "
+                    "logged above with its overrides; the same sweep command reruns the failed ones)")
 
 
 @hydra.main(config_path="configs", config_name="run", version_base="1.3")

@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from hydra.utils import get_class
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.config import check_kwargs, config_hash, to_dataclass
+from lra_bench.config import CONFIG_DIR, check_kwargs, config_hash, group_options, resolve_class, to_dataclass
 from lra_bench.errors import ConfigError
+from lra_bench.files import inside, stable_hash
 from lra_bench.loggers import LoggerSettings
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_class, build_attention_factory
@@ -49,13 +50,41 @@ class Plan:
         """This run's folder in the results store (its record, lock and attempts)."""
         return run_dir(self.results_dir, self.task.name, self.attention, self.profile, self.seed, self.config_hash)
 
+    @property
+    def checkpoint_dir(self) -> Path:
+        """This run's checkpoints: keyed by the results folder too (the config hash ignores paths), so two copies of
+        one config with different results folders never resume or remove each other's checkpoints."""
+        owner = stable_hash(str(self.results_dir.resolve()))[:8]
+        return inside(self.cache_dir / "checkpoints", self.task.name, self.attention, f"{self.run_dir.name}-{owner}")
+
+
+def group_choice(group: str) -> str | None:
+    """The option of ``group`` Hydra composed (``task=text`` -> "text"); None outside a Hydra app (Compose API)."""
+    if not HydraConfig.initialized():
+        return None
+    return HydraConfig.get().runtime.choices.get(group)
+
+
+def check_name(group: str, name: Any, composed: list[str]) -> None:
+    """Records are filed under ``<group>.name``: it must be the composed option, never an overridden string (which
+    could file a run under another task or profile, or name a path outside the results folder). ``composed``: the
+    options the config can be when Hydra's choice is unknown."""
+    choice = group_choice(group)
+    expected = [choice] if choice is not None else composed
+    if name not in expected:
+        raise ConfigError(f"{group}.name={name!r} is not the composed {group} ({' or '.join(expected) or 'unknown'}): "
+                          f"the name comes from the config group, so choose the {group} with {group}={name} "
+                          f"instead of overriding {group}.name")
+
 
 def build_task(cfg: DictConfig) -> Any:
-    """The task dataclass named by ``cfg._target_``, validated against its fields."""
-    target = cfg.get("_target_")
-    if not target:
-        raise ConfigError("task config has no _target_; see configs/task/listops.yaml")
-    cls = get_class(target)
+    """The task dataclass named by ``cfg._target_`` (a ``Task`` subclass), validated against its fields."""
+    from lra_bench.data.task import Task
+
+    names = group_options("task")
+    cls = resolve_class(cfg.get("_target_"), Task, "task", names)
+    same_class = [n for n in names if OmegaConf.load(CONFIG_DIR / "task" / f"{n}.yaml").get("_target_") == cfg._target_]
+    check_name("task", cfg.get("name"), same_class)
     values = {k: v for k, v in cfg.items() if k != "_target_"}
     return to_dataclass(cls, OmegaConf.create(values), "task")
 
@@ -99,6 +128,7 @@ def plan(cfg: DictConfig) -> Plan:
         raise ConfigError(f"rerun must be true or false, got {cfg.rerun!r}")
     name = attention_class(cfg.attention).name
     task = build_task(cfg.task)
+    check_name("profile", cfg.profile.get("name"), group_options("profile"))
     trainer = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
     # Before any parallel CPU op: the flag lives in each thread's MXCSR register, and torch's worker threads
     # copy it from this thread when they are created (set later, it would reach this thread only).

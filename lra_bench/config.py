@@ -8,9 +8,11 @@ names the key, the valid keys and the expected type.
 from __future__ import annotations
 
 import inspect
+import math
 import types
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -23,6 +25,8 @@ T = TypeVar("T")
 
 #: keys that change where or how a run is reported, not what it computes (excluded from the hash)
 NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun")
+#: the config groups of this checkout (configs/<group>/<name>.yaml)
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def _type_ok(value: Any, annotation: Any) -> bool:
@@ -111,10 +115,48 @@ def config_hash(cfg: DictConfig) -> str:
 
 
 def positive(where: str, **values: float | int | None) -> None:
-    """Raise a ConfigError for every value that is not > 0 (None is allowed = unset)."""
+    """Raise a ConfigError for every value that is not a finite number > 0 (None is allowed = unset)."""
     for key, value in values.items():
-        if value is not None and value <= 0:
-            raise ConfigError(f"{where}.{key} must be > 0, got {value}")
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{where}.{key} must be > 0 (a finite number), got {value}")
 
 
-__all__ = ["check_choice", "check_kwargs", "check_literals", "config_hash", "positive", "to_dataclass"]
+def non_negative(where: str, **values: float | int) -> None:
+    """Raise a ConfigError for every value that is not a finite number >= 0."""
+    for key, value in values.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{where}.{key} must be >= 0 (a finite number), got {value}")
+
+
+def fraction(key: str, value: float) -> float:
+    """``value`` when it is in [0, 1) (a dropout rate: 1 would divide by zero in the rescaling), else a ConfigError."""
+    if not 0.0 <= value < 1.0:  # NaN fails too
+        raise ConfigError(f"{key} must be in [0, 1), got {value}")
+    return value
+
+
+def group_options(group: str) -> list[str]:
+    """The names of a config group: the stems of ``configs/<group>/*.yaml``."""
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def resolve_class(target: Any, base: type[T], where: str, valid: list[str]) -> type[T]:
+    """The class a ``_target_`` names, imported but never called, and required to subclass ``base``: an override
+    cannot make the harness call anything else. The error lists ``valid`` (the group's names)."""
+    from hydra.utils import get_class
+
+    choose = f"; choose one with {where}=NAME ({', '.join(valid)}) instead of setting {where}._target_"
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"{where} config has no _target_{choose}")
+    try:
+        cls = get_class(target)
+    except Exception as e:  # noqa: BLE001 - a missing module, a missing name or a non-class: all one message
+        raise ConfigError(f"{where}._target_={target!r} cannot be used: {e}{choose}") from e
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ConfigError(f"{where}._target_={target!r} is not a subclass of {base.__module__}.{base.__name__}"
+                          f"{choose}")
+    return cls
+
+
+__all__ = ["check_choice", "check_kwargs", "check_literals", "config_hash", "fraction", "group_options",
+           "non_negative", "positive", "resolve_class", "to_dataclass"]

@@ -19,3 +19,8 @@ class DiskFullError(LRABenchError, OSError):
 
 class RunInProgress(LRABenchError):
     """Another process holds this run's lock (the same config is running elsewhere); this one skips it."""
+
+
+class JobFailed(LRABenchError):
+    """A sweep job did not end ok (raised in the sweep's parent once the job's record is stored): Hydra runs the
+    remaining jobs, then the sweep exits with code 1."""

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from lra_bench.errors import DiskFullError
+from lra_bench.errors import ConfigError, DiskFullError
 
 NEAR_FULL_BYTES = 1 << 20  # a failed write with less than this free is reported as a full disk
 
@@ -42,6 +42,17 @@ def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def inside(root: Path, *names: str) -> Path:
+    """``root/name/...`` after checking that every name is one plain file or folder name (no separator, not ``.``,
+    ``..``, empty or hidden), so the path stays inside ``root`` whatever a config says."""
+    for name in names:
+        if (not isinstance(name, str) or not name or name.startswith(".") or os.sep in name
+                or (os.altsep and os.altsep in name) or "\0" in name):
+            raise ConfigError(f"{name!r} cannot name a folder inside {root}: a name must be non-empty, without "
+                              f"'/', and not start with '.'")
+    return Path(root).joinpath(*names)
 
 
 def disk_full_error(folder: Path, what: str, error: BaseException) -> DiskFullError | None:
@@ -83,6 +94,14 @@ def atomic_open(path: Path, newline: str | None = None) -> Iterator[IO[str]]:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def remove_stale_temps(*folders: Path) -> None:
+    """Remove the temporary files (``.*.tmp``) that killed atomic writes left in ``folders``. Only for a process
+    that owns the folders (it holds the run's lock): another writer's temporary file would vanish under it."""
+    for folder in folders:
+        for path in Path(folder).glob(".*.tmp"):
+            path.unlink(missing_ok=True)
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:

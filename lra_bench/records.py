@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from lra_bench.files import stable_hash, write_json_atomic
+from lra_bench.files import inside, stable_hash, write_json_atomic
 
 log = logging.getLogger(__name__)
 RECORD_NAME = "record.json"
@@ -27,7 +27,8 @@ REQUIRED_FIELDS = (
 
 
 def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:
-    return Path(results_dir) / task / attention / f"{profile}-seed{seed}-{config_hash[:10]}"
+    """A run's folder; every name is checked to stay inside ``results_dir`` (``files.inside``)."""
+    return inside(Path(results_dir), task, attention, f"{profile}-seed{seed}-{str(config_hash)[:10]}")
 
 
 def checksum(record: dict[str, Any]) -> str:
@@ -71,13 +72,33 @@ def load_verified(path: Path) -> dict[str, Any]:
     return record
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
-    """A stored record, or None (with a warning) when it is unreadable or fails ``load_verified``."""
+def folder_mismatch(record: dict[str, Any], path: Path) -> str | None:
+    """Why ``record`` does not belong in the folder of ``path`` (``run_dir``'s last three parts: task, attention,
+    ``<profile>-seed<seed>-<hash10>``), or None when it does. Identity fields only: other fields may come and go."""
     try:
-        return load_verified(path)
+        expected = run_dir(Path("/"), record["task"], record["attention"], record["profile"], record["seed"],
+                           record["config_hash"])
+    except (KeyError, TypeError, ValueError) as e:
+        return f"its identity fields are unusable ({e})"
+    actual = Path(path).parent.parts[-3:]
+    if expected.parts[-3:] != actual:
+        return (f"it is the record of {'/'.join(expected.parts[-3:])} (task/attention/profile-seed-hash), "
+                f"stored in {Path(path).parent}")
+    return None
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A stored record, or None (with a warning) when it is unreadable, fails ``load_verified`` or, for a
+    ``record.json``, does not match its folder (``folder_mismatch``: copied or moved by hand)."""
+    try:
+        record = load_verified(path)
     except (OSError, ValueError) as e:
         log.warning("skipping record %s: %s", path, e)
         return None
+    if Path(path).name == RECORD_NAME and (why := folder_mismatch(record, path)) is not None:
+        log.warning("skipping record %s: it does not match its folder: %s", path, why)
+        return None
+    return record
 
 
 def read_tree(root: Path, pattern: str = RECORD_NAME) -> tuple[list[tuple[Path, dict[str, Any]]], list[Path]]:

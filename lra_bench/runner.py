@@ -31,8 +31,9 @@ from lra_bench.bench.memory import is_oom, memory_kind, rss_bytes
 from lra_bench.build import Plan, plan
 from lra_bench.data.cache import CachedSplits
 from lra_bench.errors import RunInProgress
+from lra_bench.files import remove_stale_temps
 from lra_bench.loggers import LoggerSettings, build_logger
-from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
+from lra_bench.records import ATTEMPTS, RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
 from lra_bench.runlock import run_lock
 from lra_bench.train import checkpoint
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, predict, train
@@ -90,14 +91,29 @@ def finished_record(p: Plan) -> dict[str, Any] | None:
 
 
 def stored_record(p: Plan) -> dict[str, Any] | None:
-    """The stored (valid) record of this configuration, whatever its status, or None."""
+    """The stored (valid) record of this configuration, whatever its status, or None. A record of another
+    configuration (copied or moved here by hand) does not count: ``read_record`` checks it against its folder,
+    and its full config hash must be this one."""
     path = p.run_dir / RECORD_NAME
-    return read_record(path) if path.exists() else None
+    record = read_record(path) if path.exists() else None
+    if record is not None and record.get("config_hash") != p.config_hash:
+        log.warning("ignoring record %s: its config hash %s is not this run's %s", path, record.get("config_hash"),
+                    p.config_hash)
+        return None
+    return record
 
 
-def existing_record(cfg: DictConfig) -> dict[str, Any] | None:
-    """The stored (valid) record of ``cfg``'s run, whatever its status, or None."""
-    return stored_record(plan(cfg))
+def job_record(cfg: DictConfig, since: float) -> dict[str, Any] | None:
+    """The record a sweep job's process left for ``cfg``: the newest one written since ``since`` (its
+    ``record.json``, or an attempt kept beside an ok record), else the run's finished record (a skipped job); None
+    when it left none (it died before it could write one)."""
+    p = plan(cfg)
+    paths = [p.run_dir / RECORD_NAME, *(p.run_dir / ATTEMPTS).glob("*.json")]
+    fresh = [(path.stat().st_mtime, path) for path in paths if path.is_file() and path.stat().st_mtime >= since]
+    for _, path in sorted(fresh, reverse=True):
+        if (record := read_record(path)) is not None:
+            return record
+    return finished_record(p)
 
 
 def record_header(p: Plan, cfg: DictConfig, status: str, message: str) -> dict[str, Any]:
@@ -117,7 +133,7 @@ def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any] | None:
     process holds the run's lock (it runs the same config and will write the record itself)."""
     p = plan(cfg)
     killed = exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL)
-    message = f"job process exited with code {exit_code}" + (
+    message = f"job process exited with code {exit_code} without writing a record" + (
         " (SIGKILL: possibly out of memory, or killed by hand or by the scheduler)" if killed else "")
     record = record_header(p, cfg, "killed" if killed else "failed", message)
     try:
@@ -127,6 +143,16 @@ def record_crash(cfg: DictConfig, exit_code: int) -> dict[str, Any] | None:
         log.warning("not recording the crash: %s", e)
         return None
     return record
+
+
+def record_failure(p: Plan, cfg: DictConfig, error: BaseException) -> None:
+    """A ``failed`` record for an error outside training (data loading, model set-up, ...), which would otherwise
+    end the run without one. Best effort: when even this write fails (a full disk), the error is only logged."""
+    record = record_header(p, cfg, "failed", f"{type(error).__name__}: {str(error)[:2000]}")
+    try:
+        write_record(record, p.results_dir)
+    except (OSError, ValueError) as e:
+        log.error("could not record the failure of %s: %s", p.run_dir, e)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -141,11 +167,24 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     dinfo = distributed.from_env()
     # rank 0 alone holds the lock: the other ranks of one torchrun job are the same run
     with run_lock(p.run_dir) if dinfo.is_main else contextlib.nullcontext(), stop_on_signals() as stop:
-        if not cfg.get("rerun", False) and (done := finished_record(p)) is not None:
-            log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
-                     done["run_id"], done["status"])
-            return done
-        return _run_locked(cfg, p, dinfo, stop, started)
+        if dinfo.is_main:  # this process holds the run: what a killed one left here is stale
+            remove_stale_temps(p.run_dir, p.run_dir / ATTEMPTS, p.checkpoint_dir)
+        if (done := finished_record(p)) is not None:
+            if p.checkpoint_dir.exists() and dinfo.is_main:  # killed between the record and the clean-up
+                log.info("removing the leftover checkpoints of the finished run: %s", p.checkpoint_dir)
+                checkpoint.clear(p.checkpoint_dir)
+            if not cfg.get("rerun", False):
+                log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
+                         done["run_id"], done["status"])
+                return done
+        try:
+            return _run_locked(cfg, p, dinfo, stop, started)
+        except (Preempted, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            if dinfo.is_main:
+                record_failure(p, cfg, e)
+            raise
 
 
 @dataclasses.dataclass
@@ -178,7 +217,7 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
         model.compile()  # in place: parameter names, checkpoints and the best-val state are unchanged
     if dinfo.enabled:
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    ckpt_dir = p.cache_dir / "checkpoints" / p.task.name / p.attention / p.run_dir.name
+    ckpt_dir = p.checkpoint_dir
     outcome = _train_and_test(cfg, p, dinfo, stop, model, data, device, ckpt_dir)
     peak = distributed.max_over_ranks(outcome.result.peak_memory_bytes if outcome.result else None, dinfo)
     if not dinfo.is_main:

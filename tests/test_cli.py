@@ -91,7 +91,10 @@ def test_malformed_tsv_in_data_dir_names_file_and_line(tmp_path):
     proc = run_cli(tmp_path, "profile=smoke", f"task.data_dir={data}")
     assert proc.returncode == 2
     assert f"{data / 'basic_test.tsv'}:4: expected 2 tab-separated fields" in proc.stderr
-    assert "Traceback" not in proc.stderr and not records(tmp_path)
+    assert "Traceback" not in proc.stderr
+    (path,) = records(tmp_path)  # a run that got past its config and did not end ok leaves a record naming why
+    record = json.loads(path.read_text())
+    assert record["status"] == "failed" and "basic_test.tsv:4" in record["message"]
 
 
 def test_logger_none_does_not_import_wandb(tmp_path):

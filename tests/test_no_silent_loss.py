@@ -110,7 +110,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one_names_the_path_and
     monkeypatch.setattr(checkpoint.torch, "save", fills_up)
     monkeypatch.setattr(files.shutil, "disk_usage", lambda path: type("U", (), {"free": 0})())
     rec = run(cfg)
-    ckpt_dir = tmp_path / "cache" / "checkpoints" / "listops" / "softmax" / rec["run_id"]
+    ckpt_dir = plan(cfg).checkpoint_dir
     assert rec["status"] == "failed"
     assert f"no space left on {ckpt_dir}" in rec["message"]
     monkeypatch.undo()

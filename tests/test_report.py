@@ -85,7 +85,7 @@ def make_store(root: Path) -> Path:
     write(runs, record("pathfinder", "reformer", 1, status="failed"))
     write(runs, record("listops", "softmax", 2, acc=0.99, synthetic=True))         # must never count
     write(runs, record("listops", "softmax", 0, acc=0.20, profile="smoke"))       # other profile
-    latest = record("text", "softmax", 0, acc=0.64)                               # an older record, same hash
+    latest = record("text", "softmax", 0, acc=0.64)                    # an older record, same hash, misfiled
     write(runs, {**latest, "test_acc": 0.10, "finished_at": "2025-12-01T00:00"}, folder="cpu-seed0-old")
     corrupt = runs / "listops" / "linear" / "cpu-seed7-deadbeef00" / "record.json"
     corrupt.parent.mkdir(parents=True)
@@ -117,9 +117,11 @@ def store(tmp_path):
 
 @pytest.fixture
 def runs(store, caplog):
-    with caplog.at_level(logging.WARNING), pytest.warns(UserWarning, match="skipped 1 unreadable"):
+    with caplog.at_level(logging.WARNING), pytest.warns(UserWarning, match="skipped 2 unreadable"):
         df = load_runs(store / "runs")
     assert any("cpu-seed7-deadbeef00" in r.getMessage() for r in caplog.records)
+    assert any("cpu-seed0-old" in r.getMessage() and "does not match its folder" in r.getMessage()
+               for r in caplog.records)
     return df
 
 
@@ -130,7 +132,7 @@ def mean_std(a, b):
 def test_load_runs_skips_corrupt_and_keeps_latest_per_config(runs):
     assert not runs.path.str.contains("deadbeef00").any()
     soft_text = runs[(runs.attention == "softmax") & (runs.task == "text") & (runs.seed == 0)]
-    assert soft_text.test_acc.tolist() == [0.64]  # the older record with the same config_hash is dropped
+    assert soft_text.test_acc.tolist() == [0.64]  # the older record with the same config_hash (misfiled) is dropped
     assert runs.synthetic.sum() == 1
     assert pick_profile(runs) == "cpu"
 
@@ -386,7 +388,7 @@ def test_validation_curves_from_the_records_evals(store, tmp_path):
     for seed, (a, b) in enumerate([(0.30, 0.36), (0.32, 0.40)]):  # softmax on ListOps: two seeds, two evaluations
         rec = record("listops", "softmax", seed, acc=b, finished="2026-02-01T00:00")
         write(store / "runs", {**rec, "evals": [{"step": 50, "val_acc": a}, {"step": 100, "val_acc": b}]})
-    with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+    with pytest.warns(UserWarning, match="skipped 2 unreadable"):
         df = load_runs(store / "runs")
     fig = val_curves(df, tmp_path / "val_curves.png", profile="cpu")
     data = fig.curve_data.set_index(["attention", "task", "step"])

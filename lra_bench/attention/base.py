@@ -33,6 +33,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from lra_bench.config import fraction
 from lra_bench.errors import ConfigError
 
 
@@ -75,8 +76,7 @@ class TokenMixer(nn.Module, abc.ABC):
             )
         if seq_len <= 0:
             raise ConfigError(f"seq_len must be positive, got {seq_len}")
-        if not 0.0 <= dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        fraction("model.dropout", dropout)
         self.dim = dim
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
@@ -138,9 +138,7 @@ class Attention(TokenMixer):
 def checked_attn_dropout(value: float) -> float:
     """``attention.attn_dropout`` for variants that apply it themselves (SDPA, FlexAttention): a ConfigError outside
     [0, 1) (1 would divide by zero in the rescaling), else ``value``."""
-    if not 0.0 <= value < 1.0:
-        raise ConfigError(f"attention.attn_dropout must be in [0, 1), got {value}")
-    return value
+    return fraction("attention.attn_dropout", value)
 
 
 def key_padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from lra_bench.config import positive, to_dataclass
 from lra_bench.data import listops
-from lra_bench.data.cache import CachedSplits, load_or_build
+from lra_bench.data.cache import CachedSplits, files_verified, load_or_build, record_files
 from lra_bench.data.listops_generate import ListOpsSpec, effective_workers, generate
 from lra_bench.data.task import Task
 from lra_bench.errors import ConfigError, DataError
@@ -88,12 +88,14 @@ class ListOpsTask(Task):
             return Path(self.data_dir).expanduser()
         # keyed by what determines the rows (flags + generator version), not by the worker count
         root = Path(cache_dir) / "listops" / "generated" / stable_hash(self.spec.data_key())[:16]
-        if not all(listops.split_path(root, s).is_file() for s in listops.SPLITS):
+        names = [listops.split_path(root, s).name for s in listops.SPLITS]
+        if not files_verified(root, names):
             log.info("generating ListOps %s with %d processes into %s", self.spec,
                      effective_workers(self.spec), root)
             rows = generate(self.spec)
-            for split in listops.SPLITS:  # test last: its presence marks a complete folder
+            for split in listops.SPLITS:
                 listops.write_tsv(rows[split], listops.split_path(root, split))
+            record_files(root, names)  # last: marks the folder complete
         return root
 
     def load_real(self, cache_dir: Path) -> CachedSplits:

@@ -19,6 +19,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
+from lra_bench.config import fraction
 from lra_bench.errors import ConfigError
 
 
@@ -82,6 +83,7 @@ class Encoder(nn.Module):
         pool: Literal["cls", "mean"],
     ) -> None:
         super().__init__()
+        fraction("model.dropout", dropout)
         if positions not in ("sinusoidal", "learned"):
             raise ConfigError(f"model.positions must be 'sinusoidal' or 'learned', got {positions!r}")
         if pool not in ("cls", "mean"):

@@ -7,11 +7,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.attention.base import TokenMixer
-from lra_bench.config import check_kwargs
+from lra_bench.attention.base import TokenMixer, list_attentions
+from lra_bench.config import check_kwargs, resolve_class
 from lra_bench.errors import ConfigError
 
 #: the only arguments the encoder passes to an attention class
@@ -21,14 +20,10 @@ ENCODER_SUPPLIED = ("dim", "num_heads", "seq_len", "dropout")
 def attention_class(cfg: DictConfig) -> type[TokenMixer]:
     """The registered class ``cfg._target_`` names (resolved once, from its import path)."""
     target = cfg.get("_target_")
-    if not target:
-        raise ConfigError("attention config has no _target_; see configs/attention/softmax.yaml for the format")
-    try:
-        cls = get_class(target)
-    except Exception as e:
-        raise ConfigError(f"attention _target_ {target!r} cannot be imported: {e}") from e
-    if not (isinstance(cls, type) and issubclass(cls, TokenMixer) and "name" in cls.__dict__):
-        raise ConfigError(f"attention _target_ {target!r} is not a registered lra_bench TokenMixer/Attention subclass")
+    cls = resolve_class(target, TokenMixer, "attention", list_attentions())
+    if "name" not in cls.__dict__:
+        raise ConfigError(f"attention._target_={target!r} is not a registered lra_bench TokenMixer/Attention "
+                          f"subclass (it has no `name`); valid names: {', '.join(list_attentions())}")
     return cls
 
 

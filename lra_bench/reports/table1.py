@@ -119,7 +119,7 @@ def load_runs(results_dir: Path | str) -> pd.DataFrame:
             log.warning("skipping incomplete record %s: %s", rec.get("_path"), e)
             skipped.append(rec.get("_path", "?"))
     if skipped:
-        warnings.warn(f"skipped {len(skipped)} unreadable or incomplete record(s): {', '.join(skipped)}",
+        warnings.warn(f"skipped {len(skipped)} unreadable, incomplete or misfiled record(s): {', '.join(skipped)}",
                       stacklevel=2)
     if not rows:
         return pd.DataFrame(columns=RUN_COLUMNS)
@@ -137,8 +137,19 @@ def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
         out = out[out["profile"] == profile]
     out = out.sort_values(["finished_at", "path"], kind="stable")
     seed_key = out["seed"].astype(str)
-    out = out.assign(_seed=seed_key).drop_duplicates(["profile", "attention", "task", "_seed"], keep="last")
-    return out.drop(columns="_seed").reset_index(drop=True)
+    out = out.assign(_seed=seed_key)
+    cell = ["profile", "attention", "task", "_seed"]
+    kept = out.drop_duplicates(cell, keep="last")
+    dropped = out[~out.index.isin(kept.index)]
+    for key, group in dropped.groupby(cell, sort=True):
+        used = kept.set_index(cell).loc[key]
+        prof, att, task, seed = key
+        left_out = ", ".join(f"{r.path or '?'} (config {str(r.config_hash)[:10]}, {r.finished_at})"
+                             for r in group.itertuples())
+        warnings.warn(f"{len(group) + 1} configs of {att}/{task} (profile {prof}) at seed {seed}: the scores use the "
+                      f"newest, {used['path'] or '?'} (config {str(used['config_hash'])[:10]}); left out: {left_out}",
+                      stacklevel=2)
+    return kept.drop(columns="_seed").reset_index(drop=True)
 
 
 def pick_profile(df: pd.DataFrame) -> str | None:

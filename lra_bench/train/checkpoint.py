@@ -7,11 +7,14 @@ and score so far, the evaluation history, the running training metrics and the t
 Files: ``<dir>/ckpt.pt`` and ``<dir>/ckpt.json`` (step + sha256 of ckpt.pt, written after it). The previous
 good pair is kept as ``ckpt.prev.*``. Each file is written to a temporary name, fsynced and renamed, so an
 interruption or a full disk leaves the previous checkpoint intact; a checkpoint whose checksum does not
-match (truncated, corrupt) is skipped with a warning and the previous one is used.
+match (truncated, corrupt) is skipped with a warning and the previous one is used. A kill between any two renames
+leaves a resumable pair (``load`` pairs metadata and files by checksum). A checkpoint that verifies but no longer
+fits the code (a parameter or buffer added since) is set aside (``set_aside``) and the run starts over.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -74,25 +77,58 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
 
 
 def load(directory: Path) -> dict[str, Any] | None:
-    """The newest checkpoint in ``directory`` whose checksum verifies, or None (with a warning per bad one)."""
+    """The newest checkpoint in ``directory`` whose checksum verifies, or None (with a warning per bad one).
+
+    Each ``ckpt*.json`` names its file by sha256, and either ``.pt`` may hold it: a save interrupted between two of
+    its renames leaves the newest complete pair under mixed names (``ckpt.json`` of step s beside the file of step s
+    already renamed to ``ckpt.prev.pt``), and that pair is found and used."""
+    directory = Path(directory)
+    files = [directory / f"{name}.pt" for name in (CURRENT, PREVIOUS) if (directory / f"{name}.pt").is_file()]
+    metas = []
     for name in (CURRENT, PREVIOUS):
-        pt, meta_path = Path(directory) / f"{name}.pt", Path(directory) / f"{name}.json"
-        if not pt.exists():
+        meta_path = directory / f"{name}.json"
+        if not meta_path.is_file():
             continue
         try:
             meta = json.loads(meta_path.read_text())
+            if not isinstance(meta, dict) or not isinstance(meta.get("step"), int) or "sha256" not in meta:
+                raise ValueError("not a JSON object with 'step' and 'sha256'")
             if meta.get("format") != FORMAT:
                 raise ValueError(f"written by another version of lra-bench (format {meta.get('format')}, "
                                  f"this one reads {FORMAT}); training starts afresh")
-            if file_sha256(pt) != meta["sha256"]:
-                raise ValueError("checksum mismatch (truncated or corrupt file)")
-            state = torch.load(pt, map_location="cpu", weights_only=False)
-        except (OSError, ValueError, KeyError, RuntimeError, EOFError) as e:
-            log.warning("skipping checkpoint %s: %s", pt, e)
+        except (OSError, ValueError) as e:
+            log.warning("skipping checkpoint %s: %s", meta_path, e)
             continue
-        log.info("resuming from %s (step %d)", pt, meta["step"])
-        return state
+        metas.append((meta, meta_path))
+    shas: dict[Path, str] = {}
+    for meta, meta_path in sorted(metas, key=lambda m: m[0]["step"], reverse=True):
+        for pt in files:
+            if pt not in shas:
+                shas[pt] = file_sha256(pt)
+            if shas[pt] != meta["sha256"]:
+                continue
+            try:
+                state = torch.load(pt, map_location="cpu", weights_only=False)
+            except Exception as e:  # noqa: BLE001 - an unreadable pickle, whatever the error, is not resumed from
+                log.warning("skipping checkpoint %s: %s", pt, e)
+                continue
+            log.info("resuming from %s (step %d)", pt, meta["step"])
+            return state
+        log.warning("skipping checkpoint %s (step %d): checksum mismatch (its file is truncated, corrupt or missing)",
+                    meta_path, meta["step"])
     return None
+
+
+def set_aside(directory: Path, why: str) -> Path:
+    """Move the checkpoints of ``directory`` that cannot be resumed (``why``) out of the run's way, to a sibling
+    ``<name>.unusable-<time>`` kept for inspection, so the run starts over instead of failing on every rerun."""
+    directory = Path(directory)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    aside = directory.with_name(f"{directory.name}.unusable-{stamp}-{os.getpid()}")
+    os.replace(directory, aside)
+    log.warning("setting aside the checkpoint of %s, which this code cannot resume (%s): moved to %s; training "
+                "starts over. Delete that folder when you no longer need it.", directory, why, aside)
+    return aside
 
 
 def clear(directory: Path) -> None:

@@ -6,6 +6,7 @@ steps and evaluation excluded, CUDA synchronised), peak memory is reset right be
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -148,15 +149,27 @@ def train(
 
     state = checkpoint.load(ckpt.directory) if ckpt.directory is not None else None
     if state is not None:
-        core.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        checkpoint.set_rng_state(state["rng"])
-        start, evals, running = state["step"], state["evals"], state["running"]
-        best_acc, best_step, best_state = state["best_acc"], state["best_step"], state["best_state"]
-        timer.load_state_dict(state["timer"])
-        peak_before = state.get("peak_memory_bytes")
-        seconds = state.get("seconds", seconds)
+        initial = copy.deepcopy(core.state_dict())  # a failed load may have copied part of the state in
+        rng = checkpoint.rng_state()
+        try:
+            core.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            checkpoint.set_rng_state(state["rng"])
+            start, evals, running = state["step"], state["evals"], state["running"]
+            best_acc, best_step, best_state = state["best_acc"], state["best_step"], state["best_state"]
+            timer.load_state_dict(state["timer"])
+            peak_before = state.get("peak_memory_bytes")
+            seconds = state.get("seconds", seconds)
+        except Exception as e:  # noqa: BLE001 - it verified but does not fit this code: start over, not fail forever
+            checkpoint.set_aside(ckpt.directory, f"{type(e).__name__}: {str(e)[:500]}")
+            core.load_state_dict(initial)  # and everything else as if there had been no checkpoint
+            checkpoint.set_rng_state(rng)
+            optimizer, scheduler = make_optimizer(model, s)
+            timer = StepTimer(device=device, warmup=s.timing_warmup_steps)
+            start, evals, running, peak_before = 0, [], {"loss": 0.0, "correct": 0, "seen": 0}, None
+            best_acc, best_step, best_state = -1.0, 0, None
+            seconds = {"loop": 0.0, "val_eval": 0.0}
 
     def save_checkpoint(step: int) -> None:
         if ckpt.directory is None or shard.rank != 0:

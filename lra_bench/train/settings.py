@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lra_bench.config import check_literals, positive
+from lra_bench.config import check_literals, non_negative, positive
 from lra_bench.errors import ConfigError
 from lra_bench.train.schedules import Schedule
 
@@ -62,9 +62,8 @@ class TrainerSettings:
         positive("trainer", max_steps=self.max_steps, batch_size=self.batch_size,
                  eval_batch_size=self.eval_batch_size, lr=self.lr, eval_every=self.eval_every,
                  log_every=self.log_every, eps=self.eps, grad_clip=self.grad_clip)
-        for key in ("warmup_steps", "timing_warmup_steps", "weight_decay", "checkpoint_every"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"trainer.{key} must be >= 0, got {getattr(self, key)}")
+        non_negative("trainer", warmup_steps=self.warmup_steps, timing_warmup_steps=self.timing_warmup_steps,
+                     weight_decay=self.weight_decay, checkpoint_every=self.checkpoint_every)
         for key in ("beta1", "beta2"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise ConfigError(f"trainer.{key} must be in [0, 1), got {getattr(self, key)}")
