@@ -4,6 +4,11 @@ Single run: trains in this process. Multirun (``-m``, ``+sweep=lra``, any launch
 this script in a fresh child process with the job's overrides, so each job's peak memory is its own and a
 crash or kill of one job is recorded without stopping the sweep, which then exits with code 1; SIGTERM/SIGUSR2
 are forwarded so the child checkpoints before a preemption, and end the process with code 75 while it starts.
+
+Ctrl-C (SIGINT) stops a run or a sweep the same safe way -- a checkpoint at the next step boundary, one line, no
+traceback -- but exits with 130 (128 + SIGINT, what a shell reports for Ctrl-C), not 75: 75 asks a scheduler's
+wrapper to requeue, and a run the user stopped on purpose must not come back by itself. Either way the same
+command resumes from the checkpointed step and says so.
 """
 
 from __future__ import annotations
@@ -12,16 +17,23 @@ import signal
 import sys
 
 EXIT_CONFIG, EXIT_FAILED, EXIT_BUSY, EXIT_PREEMPTED = 2, 1, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
-SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C, stopped on purpose (checkpointed; not a requeue)
+SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
+
+
+def exit_code_for(signal_name: str | None) -> int:
+    """The exit code of a run or sweep stopped by ``signal_name``: 130 for Ctrl-C, 75 (requeue) otherwise."""
+    return EXIT_INTERRUPTED if signal_name == "SIGINT" else EXIT_PREEMPTED
 
 
 def _on_signal_while_starting(signum: int, frame: object) -> None:
     """Until a run (``runner.stop_on_signals``) or a sweep's parent (``_on_sweep_signal``) takes the signals over --
     imports, config composition, the model build -- a preemption ends the process with the requeue code, not 143:
     nothing has started that could be lost."""
-    print(f"preempted: {signal.Signals(signum).name} while starting, before any run began; "
+    name = signal.Signals(signum).name
+    print(f"{'interrupted' if name == 'SIGINT' else 'preempted'}: {name} while starting, before any run began; "
           "rerun the same command", file=sys.stderr)
-    raise SystemExit(EXIT_PREEMPTED)
+    raise SystemExit(exit_code_for(name))
 
 
 for _sig in SWEEP_SIGNALS:  # first of all, before the slow imports below
@@ -56,10 +68,12 @@ def _on_sweep_signal(signum: int, frame: object) -> None:
 
 
 def stop_sweep(why: str) -> None:
-    """End the whole multirun for requeueing: finished records stay, a rerun of the sweep resumes the rest."""
-    print(f"preempted: {why}; every finished record is kept, rerun the same sweep command to resume",
-          file=sys.stderr)
-    raise SystemExit(EXIT_PREEMPTED)  # not an Exception: Hydra's launcher does not catch it and start the next job
+    """End the whole multirun (for requeueing, or because of Ctrl-C): finished records stay, a rerun of the sweep
+    resumes the rest."""
+    name = signal.Signals(_sweep["signal"]).name if _sweep["signal"] is not None else None
+    print(f"{'interrupted' if name == 'SIGINT' else 'preempted'}: {why}; every finished record is kept, rerun the "
+          "same sweep command to resume", file=sys.stderr)
+    raise SystemExit(exit_code_for(name))  # not an Exception: Hydra's launcher does not catch it, starts no next job
 
 
 def run_job_in_child(cfg: DictConfig) -> float | None:
@@ -82,7 +96,9 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
         code = proc.wait()
     finally:
         _sweep["child"] = None
-    if code == EXIT_PREEMPTED or _sweep["signal"] is not None:
+    if code in (EXIT_PREEMPTED, EXIT_INTERRUPTED) or _sweep["signal"] is not None:
+        if _sweep["signal"] is None and code == EXIT_INTERRUPTED:  # Ctrl-C reached the job alone
+            _sweep["signal"] = signal.SIGINT
         stop_sweep(f"job {hc.job.num} stopped (exit code {code})")
     if code == EXIT_BUSY:
         log.warning("job %s skipped: the same configuration is running in another process", hc.job.num)
@@ -121,8 +137,8 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
     except Preempted as e:
-        print(f"preempted: {e}", file=sys.stderr)
-        sys.exit(EXIT_PREEMPTED)
+        print(str(e), file=sys.stderr)  # "preempted ..." or "interrupted ...": one line, no traceback
+        sys.exit(exit_code_for(e.signal))
     if record["status"] != "ok":
         print(f"run ended with status {record['status']}: {record['message']}", file=sys.stderr)
         sys.exit(EXIT_FAILED)

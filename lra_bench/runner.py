@@ -44,8 +44,11 @@ log = logging.getLogger(__name__)
 SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would repeat them
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
+
+
 class StopSignals:
-    """SIGTERM (SLURM preemption) and SIGUSR2 (submitit's warning) during a run.
+    """SIGTERM (SLURM preemption), SIGUSR2 (submitit's warning) and SIGINT (Ctrl-C) during a run: the same safe stop.
 
     While ``polling`` (the training loop, which checkpoints at the next step boundary, and the record write, which
     is short) a signal only sets ``received``; at any other time (data preparation, the final test evaluation) it
@@ -61,6 +64,9 @@ class StopSignals:
         return self.received is not None
 
     def handler(self, signum: int, frame: object) -> None:
+        if self.received is not None:  # a second signal (Ctrl-C pressed twice, a sweep parent forwarding it)
+            log.warning("received %s again: already stopping", signal.Signals(signum).name)
+            return
         self.received = signal.Signals(signum).name
         if self.polling:
             log.warning("received %s during %s: stopping at the next safe point", self.received, self.phase)
@@ -71,12 +77,12 @@ class StopSignals:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[StopSignals]:
-    """Install ``StopSignals``' handler for SIGTERM and SIGUSR2 (main thread only); previous handlers come back."""
+    """Install ``StopSignals``' handler for ``STOP_SIGNALS`` (main thread only); previous handlers come back."""
     stop = StopSignals()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = {sig: signal.signal(sig, stop.handler) for sig in (signal.SIGTERM, signal.SIGUSR2)}
+    previous = {sig: signal.signal(sig, stop.handler) for sig in STOP_SIGNALS}
     try:
         yield stop
     finally:
@@ -179,7 +185,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
                 return done
         try:
             return _run_locked(cfg, p, dinfo, stop, started)
-        except (Preempted, KeyboardInterrupt):
+        except Preempted as e:
+            e.signal = e.signal or stop.received  # run.py's exit code and message depend on it
+            raise
+        except KeyboardInterrupt:
             raise
         except Exception as e:
             if dinfo.is_main:

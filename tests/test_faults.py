@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,6 +90,29 @@ def test_sigterm_checkpoints_exits_for_requeue_then_resumes(tmp_path, reference)
     resumed = start(tmp_path, *LONG)
     err, _ = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err[-3000:]
+    rec = only_record(tmp_path)
+    for key in SAME:
+        assert rec[key] == reference[key], key
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_in_one_line_and_the_rerun_resumes_from_that_step(tmp_path, reference):
+    proc = start(tmp_path, *LONG)
+    for line in proc.stdout:  # hydra logs to stdout: wait until training is under way
+        if "step 40 loss" in line:
+            break
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:]  # 128 + SIGINT: stopped on purpose, not a requeue
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    (line,) = [line for line in out.splitlines() if line.startswith("interrupted")]
+    step = int(re.search(r"at step (\d+);", line).group(1))
+    assert step >= 40 and f"resume from step {step}" in line
+    assert not list((tmp_path / "runs").rglob("record.json"))
+    resumed = start(tmp_path, *LONG)
+    out, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, out[-3000:]
+    assert f"(step {step})" in out and "resuming from" in out, "the rerun must say from which step it resumes"
     rec = only_record(tmp_path)
     for key in SAME:
         assert rec[key] == reference[key], key

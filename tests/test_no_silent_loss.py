@@ -224,7 +224,9 @@ def test_sigterm_during_the_final_evaluation_resumes_from_the_finished_state(tmp
         assert rec[key] == reference[key], key
 
 
-def test_sigterm_to_a_sweep_parent_stops_the_sweep_and_keeps_finished_records(tmp_path):
+@pytest.mark.parametrize(("sig", "code", "word"),
+                         [(signal.SIGTERM, 75, "preempted"), (signal.SIGINT, 130, "interrupted")])
+def test_sigterm_to_a_sweep_parent_stops_the_sweep_and_keeps_finished_records(tmp_path, sig, code, word):
     args = ["run.py", "-m", "attention=softmax,linear,local", "profile=smoke", "trainer.max_steps=400",
             "trainer.eval_every=200", "trainer.checkpoint_every=20"]
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE,
@@ -233,10 +235,11 @@ def test_sigterm_to_a_sweep_parent_stops_the_sweep_and_keeps_finished_records(tm
     while not list((tmp_path / "cache" / "checkpoints").rglob("ckpt.json")):
         assert proc.poll() is None and time.time() < deadline, "sweep ended before its first checkpoint"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)  # the parent only, as a scheduler or a user's kill would
+    proc.send_signal(sig)  # the parent only, as a scheduler or a user's kill would (Ctrl-C: parent and job)
     out, _ = proc.communicate(timeout=180)
-    assert proc.returncode == 75, out[-3000:]
-    assert "rerun the same sweep command to resume" in out
+    assert proc.returncode == code, out[-3000:]  # SIGINT = Ctrl-C: 130, stopped on purpose, not requeued
+    assert "rerun the same sweep command to resume" in out and f"{word}:" in out
+    assert "Traceback" not in out, out[-3000:]
     assert not list((tmp_path / "runs").rglob("record.json")), "the preempted job wrote no record"
     started = {p.parent.parent.name for p in (tmp_path / "cache" / "checkpoints").rglob("ckpt.json")}
     assert started == {"softmax"}, f"no further job may start after the preemption: {started}"

@@ -82,16 +82,25 @@ def make_optimizer(
 
 
 class Preempted(Exception):
-    """The run stopped on request (SIGTERM / SIGUSR2): in training after writing a checkpoint (``step``), or
-    outside it (``where``: data preparation, final evaluation) with nothing to save; rerun to resume."""
+    """The run stopped on request (SIGTERM / SIGUSR2, or SIGINT = Ctrl-C): in training after writing a checkpoint
+    (``step``), or outside it (``where``: data preparation, final evaluation) with nothing to save; rerun to resume.
+    ``signal`` is the name of the signal that stopped it, when the runner knows it."""
 
-    def __init__(self, step: int | None, where: str = "") -> None:
-        if step is not None:
-            msg = f"preempted at step {step}; checkpoint written, rerun the same command to resume"
-        else:
-            msg = f"preempted during {where}; rerun the same command to resume (finished training is checkpointed)"
-        super().__init__(msg)
-        self.step = step
+    def __init__(self, step: int | None, where: str = "", signal: str | None = None) -> None:
+        self.step, self.where, self.signal = step, where, signal
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        how = "interrupted" if self.signal == "SIGINT" else "preempted"
+        if self.step is not None:
+            by = f" by {self.signal}" if self.signal else ""
+            return (f"{how}{by} at step {self.step}; checkpoint written, rerun the same command to resume from step "
+                    f"{self.step}")
+        return (f"{how} during {self.where}; rerun the same command to resume (finished training is "
+                "checkpointed)")
+
+    def __str__(self) -> str:
+        return self.describe()
 
 
 @dataclass
