@@ -10,6 +10,8 @@ Writes into --out: table1.md / .csv (LRA Table 1), accuracy.png / .svg (per-task
 (validation accuracy during training), table2_<mode>.md / .csv
 and scaling_<mode>.png / .svg (LRA Table 2), bubble.png / .svg / .csv (LRA Figure 3), and REPORT.md, which
 embeds them all and states the command that regenerates them. Missing inputs skip their part with a message.
+Without benchmark cells the bubble chart takes speed and memory from the run records themselves (the training
+throughput and peak memory each run measured, for the task most variants ran), and says so on the chart.
 
 Curated results (what the README shows) live in ``results/<name>/`` beside their raw inputs ``runs/`` and
 ``bench/``, marked by a ``CURATED`` file that holds the report options. Only ``--curated <name>`` writes there, and
@@ -39,6 +41,7 @@ from lra_bench.reports.bubble import SIZES, XS, bubble_chart, read_popularity
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.sweep_speed import cells_from_runs
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
 from lra_bench.suggest import closest
@@ -157,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     # Table 2 from the benchmark cells
     cells = load_cells(args.bench_dir)
     if cells.empty:
-        skipped.append(f"Table 2 and bubble chart: no benchmark cells under {args.bench_dir} "
-                       "(run python scripts/benchmark.py first)")
+        skipped.append(f"Table 2: no benchmark cells under {args.bench_dir} (python scripts/benchmark.py measures "
+                       "them; without them the bubble chart uses the run records' own training speed and memory)")
     else:
         for mode in sorted(cells["mode"].unique()):
             table, markdown = table2(cells, mode)
@@ -170,26 +173,33 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(f"## Table 2: efficiency ({mode} mode)\n\n{markdown}\n"
                             f"![Cost against length, {mode} mode](scaling_{mode}.png)\n")
 
-    # Figure 3
-    if not t1.empty and not cells.empty:
+    # Figure 3: speed from the benchmark cells, else from the run records themselves
+    speed = cells if not cells.empty else cells_from_runs(runs, profile)
+    if not t1.empty and not speed.empty:
         try:
             scores = t1 if args.score_task is None else task_scores(t1, args.score_task, profile)
-            fig = bubble_chart(scores, cells, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
+            fig = bubble_chart(scores, speed, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
                                overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
                                score_task=args.score_task)
         except ValueError as e:
             skipped.append(f"bubble chart: {e}")
         else:
-            omitted = fig.bubble_omitted
+            omitted, meta = fig.bubble_omitted, fig.bubble_meta
             plt.close(fig)
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
+            if meta["speed_source"] == "records":
+                note += (f"Speed and memory: the runs' own training throughput and peak memory (task {meta['task']}, "
+                         f"N={meta['n']}, profile {meta['profile']}, batch {meta['batch']}), not the benchmark's "
+                         "protocol; `python scripts/benchmark.py` measures that.\n\n")
             sections.insert(4 if args.score_task else 3,  # after Table 1, rank reliability and the accuracy bars
                             f"## Figure 3: score, speed and {args.size}\n\n![LRA bubble chart](bubble.png)\n\n"
                             f"{note}Plotted values: [bubble.csv](bubble.csv).\n")
-    elif not cells.empty:
+    elif t1.empty:
         skipped.append("bubble chart: no run records, so no LRA score")
+    else:
+        skipped.append("bubble chart: no benchmark cells and no ok run record with a measured speed")
 
     for s in skipped:
         say(f"skipped: {s}")

@@ -358,12 +358,16 @@ def test_report_script_with_nothing_to_report(tmp_path):
     assert res.returncode == 2 and "popularity_csv" in res.stderr
 
 
-def test_report_script_records_without_bench_cells(store, tmp_path):
+def test_report_script_records_without_bench_cells_draws_the_chart_from_the_records(store, tmp_path):
     out = tmp_path / "out"
     res = run_report("--runs-dir", store / "runs", "--bench-dir", tmp_path / "none", "--out", out)
     assert res.returncode == 0, res.stderr
-    assert (out / "table1.md").is_file() and not (out / "bubble.png").exists()
-    assert "no benchmark cells" in res.stderr
+    assert (out / "table1.md").is_file() and (out / "bubble.png").is_file()
+    assert "no benchmark cells" in res.stderr and not (out / "table2_model.md").exists()
+    svg = (out / "bubble.svg").read_text()
+    assert "the sweep's own training runs" in svg and "not LRA's 4K benchmark protocol" in svg
+    assert "training the task-" in svg  # the x axis names the model and length it comes from
+    assert "Speed and memory: the runs' own training throughput" in (out / "REPORT.md").read_text()
 
 
 def test_notebook_runs_on_the_fixture(store, monkeypatch):

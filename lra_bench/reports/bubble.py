@@ -27,6 +27,9 @@ import pandas as pd
 from lra_bench import paper
 from lra_bench.reports.efficiency import with_ratios
 from lra_bench.reports.figures import save_png_svg
+from lra_bench.reports.noise import MARK, NOISY_IQR
+from lra_bench.reports.sweep_speed import LEFT_OUT
+from lra_bench.reports.sweep_speed import SOURCE as FROM_RECORDS
 from lra_bench.reports.table1 import SCORE_COLUMNS, TASK_LABELS, attention_color, attention_order, lra_scores
 
 SIZES = ("memory", "params", "popularity")
@@ -34,7 +37,7 @@ XS = ("examples_per_s", "speed_vs_softmax")
 MAX_AREA = 2400.0  # points^2 of the largest circle
 SETTING = ["device", "profile", "batch"]
 POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "tied", "seeds",
-                 "repeats"]
+                 "repeats", "noisy"]
 FADED = 0.18  # alpha of the circles significantly below the best (when ties were tested)
 
 
@@ -178,9 +181,12 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     sc = sc[np.isfinite(sc["score"].astype(float))]
     profile = sc["profile"].iloc[0] if len(sc) and profile is None else profile
     cells = efficiency if efficiency is not None else pd.DataFrame()
+    left_out = dict(cells.attrs.get(LEFT_OUT, {}))
     setting = pick_setting(cells, profile) if not cells.empty else None
     if setting is None:
-        raise ValueError("no model-mode benchmark cells: run python scripts/benchmark.py (results/bench) first")
+        raise ValueError("no model-mode benchmark cells: run python scripts/benchmark.py (results/bench) first, or "
+                         "draw speed from the run records (reports.sweep_speed.cells_from_runs)")
+    from_records = "source" in cells.columns and bool((cells["source"] == FROM_RECORDS).all())
     sub = cells[(cells["mode"] == "model")]
     for k, v in setting.items():
         sub = sub[sub[k] == v]
@@ -188,7 +194,8 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     longest = int(sub["n"].max())
     at = sub[sub["n"] == longest].set_index("attention")
     task = at["task"].dropna().iloc[0] if "task" in at.columns and at["task"].notna().any() else None
-    meta = {**setting, "n": longest, "task": task, "scores_profile": profile, "size": size, "x": x}
+    meta = {**setting, "n": longest, "task": task, "scores_profile": profile, "size": size, "x": x,
+            "speed_source": FROM_RECORDS if from_records else "benchmark"}
     rows, omitted = [], {}
     for att in attention_order(set(sc["attention"]) | set(at.index)):
         s = sc[sc["attention"] == att]
@@ -196,7 +203,8 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
             omitted[att] = "no LRA score"
             continue
         if att not in at.index:
-            omitted[att] = f"no benchmark cell at N={longest}"
+            omitted[att] = left_out.get(att) or (f"no ok run of task {task}" if from_records else
+                                                 f"no benchmark cell at N={longest}")
             continue
         cell = at.loc[att]
         if cell["status"] != "ok":
@@ -213,6 +221,7 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
                 continue
             per_s = xv / float(cell["steps_per_s"])  # the ratio = softmax's median step seconds / this cell's
         x_lo, x_hi = per_s / q3, per_s / q1  # the interquartile range of the timed steps, as speed
+        noisy = bool((q3 - q1) / float(cell["median_s"]) > NOISY_IQR) if math.isfinite(q3 - q1) else False
         if size == "memory":
             sv = float(cell["memory_bytes"])
         elif size == "params":
@@ -226,7 +235,7 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         rows.append({"attention": att, "x": xv, "y": float(first["score"]), "n_tasks": int(first["n_tasks"]),
                      "size_value": sv, "x_lo": x_lo, "x_hi": x_hi, "y_lo": float(first["score_lo"]),
                      "y_hi": float(first["score_hi"]), "tied": bool(first["tied"]), "seeds": float(first["seeds"]),
-                     "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce"))})
+                     "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce")), "noisy": noisy})
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
     meta["ties_tested"] = bool(sc["tied"].astype(bool).any())
@@ -252,10 +261,11 @@ def paper_points(x: str = "examples_per_s", score_task: str | None = None) -> pd
 def _title(meta: dict, device: str | None, score_task: str | None = None) -> str:
     device = device or str(meta.get("device", ""))
     scale = "CPU-scale" if "cpu" in device.lower() else "GPU-scale" if device else ""
-    where = f"{scale} reproduction on {device}" if device else "reproduction"
+    where = f"{scale} runs on {device}" if device else "this harness's runs"  # the layout of LRA's figure, not
+    # a reproduction of its numbers (the README says so too)
     prof = f", profile {meta['scores_profile']}" if meta.get("scores_profile") else ""
     what = f" with {TASK_LABELS[score_task]} accuracy" if score_task else ""
-    return f"LRA Figure 3{what}, {where}{prof}"
+    return f"LRA Figure 3 layout{what}, {where}{prof}"
 
 
 def _error_bars(ax, data: pd.DataFrame) -> None:
@@ -288,9 +298,18 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
         how = f"1 to {seeds[-1]} seeds{per}: Student t over seeds; where 1 seed, test sampling only ({wilson})"
     repeats = sorted({int(r) for r in data["repeats"].dropna()})
     reps = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]} to {repeats[-1]}" if repeats else "?"
-    lines = [f"Vertical bars: 95 % confidence interval of the {what} ({how}).",
-             f"Horizontal bars: interquartile range of the speed over the benchmark cell's timed steps "
-             f"({reps} repeats)."]
+    if meta.get("speed_source") == FROM_RECORDS:
+        speed = ("Horizontal bars: interquartile range of the training speed over the seeds' runs."
+                 if data["x_lo"].notna().any() else
+                 "No horizontal bars: one run per variant, whose speed is one measurement (its timed training steps).")
+    else:
+        speed = (f"Horizontal bars: interquartile range of the speed over the benchmark cell's timed steps "
+                 f"({reps} repeats).")
+    lines = [f"Vertical bars: 95 % confidence interval of the {what} ({how}).", speed]
+    if data["noisy"].astype(bool).any():
+        lines.append(f"{MARK} noisy timing (interquartile range > {NOISY_IQR:.0%} of the median): its speed is "
+                     "unreliable; " + ("rerun it on an idle machine" if meta.get("speed_source") != FROM_RECORDS
+                                       else "time it with scripts/benchmark.py"))
     if meta.get("ties_tested"):
         lines.append(f"Bold circles: statistically tied with the best {what} (paired test over seeds and examples, "
                      "or Welch over seeds; Holm-corrected); faded: significantly below it.")
@@ -333,7 +352,7 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     ours.set_gid("ours")
     _error_bars(ax, data)
     labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
-               "text": r.attention + (f" [{r.n_tasks}/5]" if part else "")}
+               "text": (f"{MARK} " if r.noisy else "") + r.attention + (f" [{r.n_tasks}/5]" if part else "")}
               for r, part in zip(data.itertuples(), partial, strict=True)]
     frames = [data]
     if overlay_paper:
@@ -363,10 +382,12 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     else:
         ax.set_xlim(xs.min() / 1.6, xs.max() * 2.5)
     n, batch = meta["n"], meta["batch"]
+    where = (f"N={n}, training the task-{meta['task']} model of profile {meta['profile']}"
+             if meta["speed_source"] == FROM_RECORDS else f"N={n}, benchmark model of profile {meta['profile']}")
     if x == "examples_per_s":
-        ax.set_xlabel(f"Speed (examples per sec) = steps/s x batch {batch} at N={n}")
+        ax.set_xlabel(f"Speed (examples per sec) = steps/s x batch {batch} at {where}")
     else:
-        ax.set_xlabel(f"Speed relative to softmax at N={n} (steps/s ratio)")
+        ax.set_xlabel(f"Speed relative to softmax at {where} (steps/s ratio)")
     if score_task is not None:
         ax.set_ylabel(f"{TASK_LABELS[score_task]} test accuracy (%)\n(this one task only, not an LRA average)")
     elif partial.any():
@@ -376,11 +397,20 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     ax.grid(True, alpha=0.3)
     fig.suptitle(title or _title(meta, device, score_task), fontsize=12)
     task = f"task {meta['task']}, " if meta.get("task") else ""
-    ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}, bench profile "
-                 f"{meta['profile']}, batch {batch}, N={n})", fontsize=8.5)
+    if meta["speed_source"] == FROM_RECORDS:
+        ax.set_title(f"speed and memory: the sweep's own training runs, as recorded ({task}device {meta['device']}, "
+                     f"profile {meta['profile']}, batch {batch}, N={n}); not LRA's 4K benchmark protocol",
+                     fontsize=8.5)
+    else:
+        other = ("" if meta["profile"] == meta.get("scores_profile") else
+                 f"; a different model from the profile-{meta.get('scores_profile')} runs the scores come from")
+        ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}, bench profile "
+                     f"{meta['profile']}, batch {batch}, N={n}{other})", fontsize=8.5)
 
-    size_titles = {"memory": f"circle area ∝ peak memory\nat N={n}", "params": "circle area ∝ parameters\n(median "
-                   "over the tasks)", "popularity": "circle area ∝ popularity"}
+    in_training = ("" if meta["speed_source"] != FROM_RECORDS else "\nin training (record" + (
+        ": the process's peak RSS)" if str(meta["device"]).startswith("cpu") else ")"))
+    size_titles = {"memory": f"circle area ∝ peak memory\nat N={n}{in_training}", "params": "circle area ∝ "
+                   "parameters\n(median over the tasks)", "popularity": "circle area ∝ popularity"}
     if size == "popularity" and meta.get("popularity_source"):
         size_titles["popularity"] += f"\n(source: {', '.join(meta['popularity_source'])})"
     vmax = data["size_value"].max()
