@@ -48,13 +48,27 @@ from pathlib import Path  # noqa: E402
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from lra_bench.errors import DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
 from lra_bench.progress import SWEEP_JOB_ENV  # noqa: E402
 from lra_bench.suggest import check_overrides  # noqa: E402
 
 log = logging.getLogger("lra_bench")
+
+
+def attention_names_for_help() -> str:
+    """The help page's variant list (configs/hydra/help/lra.yaml: ``${lra_attentions:}``), from the registry."""
+    import textwrap
+
+    from lra_bench.attention import list_attentions
+
+    names = [f"{n} (default)" if n == "softmax" else n for n in list_attentions()]
+    return "\n".join(textwrap.wrap(", ".join(names), width=105, initial_indent=" " * 13,
+                                   subsequent_indent=" " * 13)).lstrip()
+
+
+OmegaConf.register_new_resolver("lra_attentions", attention_names_for_help)
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHILD_ENV = SWEEP_JOB_ENV  # marks the process of a multirun job (no progress bars there)
 _sweep = {"child": None, "signal": None}  # the running job's process; the preemption signal the sweep got
@@ -87,7 +101,8 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
         signal.signal(sig, _on_sweep_signal)
     if _sweep["signal"] is not None:
         stop_sweep(f"{signal.Signals(_sweep['signal']).name} received before job {hc.job.num}")
-    cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, "hydra.mode=RUN",
+    search = [o for o in hc.overrides.hydra if o.startswith("hydra.searchpath=")]  # your own config folders
+    cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, *search, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
     sweep = Path(hc.sweep.dir).name  # groups the sweep's wandb runs
     started = time.time()

@@ -85,11 +85,30 @@ def bad_key(cfg: DictConfig, override: Override) -> str | None:
     return None
 
 
-def compose_groups(config_dir: Path, config_name: str, groups: list[Override]) -> DictConfig | None:
+def search_path(overrides: list[Override]) -> list[Path] | None:
+    """The folders of a ``hydra.searchpath=[file://...]`` override ([] without one; None when one is not a local
+    folder)."""
+    folders: list[Path] = []
+    for o in overrides:
+        if o.key_or_group != "hydra.searchpath":
+            continue
+        value = o.value()
+        for item in value if isinstance(value, list) else [value]:
+            text = str(item)
+            if text.startswith("pkg://"):
+                return None
+            folders.append(Path(text.removeprefix("file://")))
+    return folders
+
+
+def compose_groups(config_dir: Path, config_name: str, groups: list[Override],
+                   extra: list[Path] = ()) -> DictConfig | None:
     """The config with the group choices of the command line (first choice of a sweep), or None on error."""
     from hydra import compose, initialize_config_dir
 
     chosen = [f"{o.get_key_element()}={override_values(o)[0]}" for o in groups if override_values(o)]
+    if extra:
+        chosen.append("hydra.searchpath=[" + ",".join(f"file://{Path(f).resolve()}" for f in extra) + "]")
     try:
         with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3"):
             return compose(config_name, overrides=chosen)
@@ -106,11 +125,17 @@ def check_overrides(args: Sequence[str], config_dir: Path, config_name: str) -> 
         overrides = OverridesParser.create().parse_overrides(texts)
     except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the right one
         return None
+    extra = search_path(overrides)
+    if extra is None:
+        return None  # a pkg:// search path: its options cannot be listed here, Hydra checks them itself
     groups, keys = [], []
     for o in overrides:
         if o.key_or_group.split("/")[0].split(".")[0] == "hydra" or o.package is not None:
             continue
         options = group_options(config_dir, o.key_or_group)
+        for folder in extra:  # your own config folders (hydra.searchpath) add options to the groups
+            more = group_options(folder, o.key_or_group)
+            options = sorted({*(options or []), *more}) if more is not None else options
         if options is not None:
             if (problem := bad_group_option(o, options)) is not None:
                 return problem
@@ -119,7 +144,7 @@ def check_overrides(args: Sequence[str], config_dir: Path, config_name: str) -> 
             keys.append(o)  # '+key' is checked by the harness itself (unknown option, with a suggestion)
     if not keys:
         return None
-    cfg = compose_groups(config_dir, config_name, groups)
+    cfg = compose_groups(config_dir, config_name, groups, extra)
     if cfg is None:
         return None
     for o in keys:

@@ -135,13 +135,24 @@ def render() -> str:
     lines += [f"    {ids[a]} --> {ids[b]}" for a, b in sorted(edges, key=lambda e: (order(e[0]), order(e[1])))]
     lines += ["```", "", "## Layers", ""]
     for name, _, paragraph in LAYERS:
+        listed = [m for m in sorted(members[name]) if not is_variant(m)]
+        variants = " and one module per variant, `lra_bench.attention.NAME` (`list_attentions()` names them)" \
+            if len(listed) < len(members[name]) else ""
         lines += [f"### {name}", "", paragraph, "",
-                  "Modules: " + ", ".join(f"`{m}`" for m in sorted(members[name])) + ".", ""]
+                  "Modules: " + ", ".join(f"`{m}`" for m in listed) + variants + ".", ""]
         uses = sorted({b for a, b in edges if a == name}, key=order)
         used_by = sorted({a for a, b in edges if b == name}, key=order)
         lines += [f"Imports from: {', '.join(uses) or 'nothing in the package'}. "
                   f"Imported by: {', '.join(used_by) or 'nothing'}.", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def is_variant(module: str) -> bool:
+    """An attention variant's own module (``lra_bench.attention.NAME``): not listed one by one, so adding a variant
+    leaves this document as it is unless the variant imports from a new layer."""
+    parts = module.split(".")
+    return len(parts) == 3 and parts[:2] == ["lra_bench", "attention"] and parts[2] != "base" \
+        and not parts[2].startswith("_")
 
 
 def order(layer: str) -> int:

@@ -1,8 +1,13 @@
-"""The plugin contract, checked for every registered attention variant (tests enumerate the registry)."""
+"""The plugin contract, checked for every registered attention variant (tests enumerate the registry).
+
+Your own mixer, outside this package, goes through the same checks: name its config file(s) in
+``LRA_ATTENTION_CONFIGS`` (separated by ``:``) with its package importable, e.g.
+``LRA_ATTENTION_CONFIGS=myconf/attention/meanpool.yaml PYTHONPATH=. python -m pytest tests/test_attention_contract.py``.
+"""
 
 from __future__ import annotations
 
-import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -10,17 +15,40 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from lra_bench.attention import get_attention_class, list_attentions
+from lra_bench.attention import cites_its_source, get_attention_class
+from lra_bench.attention import list_attentions as zoo
 from lra_bench.errors import ConfigError
-from lra_bench.models.factory import build_attention_factory
+from lra_bench.models.factory import attention_class, build_attention_factory
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "attention"
 DIM, HEADS, SEQ_LEN = 32, 4, 80
+OUTSIDE_ENV = "LRA_ATTENTION_CONFIGS"
+
+
+def outside_configs() -> dict[str, Path]:
+    """name -> config of the mixers named in $LRA_ATTENTION_CONFIGS (imported here, so they register)."""
+    found = {}
+    for text in filter(None, os.environ.get(OUTSIDE_ENV, "").split(os.pathsep)):
+        path = Path(text).resolve()
+        found[attention_class(OmegaConf.load(path)).name] = path
+    return found
+
+
+OUTSIDE = outside_configs()
+
+
+def list_attentions() -> list[str]:
+    """The zoo, plus the outside mixers of $LRA_ATTENTION_CONFIGS."""
+    return sorted({*zoo(), *OUTSIDE})
+
+
+def config_of(name: str) -> Path:
+    return OUTSIDE.get(name, CONFIG_DIR / f"{name}.yaml")
 
 
 def make(name: str, seq_len: int = SEQ_LEN, dropout: float = 0.0):
     torch.manual_seed(0)
-    factory = build_attention_factory(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"))
+    factory = build_attention_factory(OmegaConf.load(config_of(name)))
     layer = factory(dim=DIM, num_heads=HEADS, seq_len=seq_len, dropout=dropout)
     return layer.eval()
 
@@ -34,28 +62,32 @@ def random_mask(b: int, n: int, seed: int = 1) -> torch.Tensor:
 
 def test_registry_matches_config_folder_one_to_one():
     stems = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    assert stems == list_attentions()
+    assert stems == [n for n in zoo() if get_attention_class(n).__module__.startswith("lra_bench.")]
     for stem in stems:
-        cfg = OmegaConf.load(CONFIG_DIR / f"{stem}.yaml")
-        assert cfg._partial_ is True, f"{stem}.yaml must set _partial_: true"
         cls = get_attention_class(stem)
-        assert cfg._target_ == f"{cls.__module__}.{cls.__qualname__}"
         assert cls.__module__ == f"lra_bench.attention.{stem}", "one variant = one file named after it"
-        assert "http" in (cls.__doc__ or "") + (inspect.getmodule(cls).__doc__ or ""), "cite the paper"
-        # self-contained: no interpolation into other config groups
-        assert "${" not in OmegaConf.to_yaml(cfg)
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_config_names_its_class_and_the_class_cites_its_source(name):
+    cfg = OmegaConf.load(config_of(name))
+    assert cfg._partial_ is True, f"{config_of(name)} must set _partial_: true"
+    cls = get_attention_class(name)
+    assert cfg._target_ == f"{cls.__module__}.{cls.__qualname__}"
+    assert cites_its_source(cls), "cite the paper (an http address) or say 'No paper: <why>' in the docstring"
+    assert "${" not in OmegaConf.to_yaml(cfg)  # self-contained: no interpolation into other config groups
 
 
 @pytest.mark.parametrize("name", list_attentions())
 def test_config_instantiates_on_its_own(name):
-    cfg = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
+    cfg = OmegaConf.load(config_of(name))
     layer = instantiate(cfg)(dim=DIM, num_heads=HEADS, seq_len=SEQ_LEN, dropout=0.1)
     assert isinstance(layer, get_attention_class(name))
 
 
 @pytest.mark.parametrize("name", list_attentions())
 def test_unknown_knob_fails_loudly(name):
-    cfg = OmegaConf.load(CONFIG_DIR / f"{name}.yaml")
+    cfg = OmegaConf.load(config_of(name))
     cfg.not_a_knob = 3
     with pytest.raises(ConfigError, match="not_a_knob"):
         build_attention_factory(cfg)

@@ -4,6 +4,7 @@ anywhere, estimates that say how to go faster."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,92 @@ def test_a_sweep_then_the_report_draws_the_bubble_chart_without_a_benchmark(swep
     svg = (out / "bubble.svg").read_text()
     assert "the sweep's own training runs" in svg and "N=64" in svg and "profile smoke" in svg
     assert "bubble.png" in (out / "REPORT.md").read_text()
+
+
+# ------------------------------------------------------------------------------- a mixer in one file, anywhere
+
+MIXER = '''"""Mean pooling as a token mixer: every token gets the mean of the real tokens, projected.
+
+No paper: a baseline of our own, to see how far order-free mixing goes.
+"""
+
+import torch
+from torch import Tensor
+
+from lra_bench.attention import TokenMixer
+
+
+class MeanPool(TokenMixer):
+    """y_i = W mean_j(x_j) over the real tokens j, for every position i."""
+
+    name = "meanpool"
+
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, gain: float) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        self.gain = gain
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.check_input(x, mask)
+        keep = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if mask is None else mask  # (B, N)
+        w = keep[..., None].to(x.dtype)  # (B, N, 1)
+        mean = (x * w).sum(1, keepdim=True) / w.sum(1, keepdim=True).clamp(min=1.0)  # (B, 1, C)
+        return self.out_drop(self.gain * self.proj(mean).expand_as(x))  # (B, N, C)
+'''
+CONFIG = """_target_: mypkg.mixers.MeanPool
+_partial_: true
+gain: 1.0
+"""
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    """A user's own package with one mixer file, and a config folder of theirs for Hydra's search path."""
+    root = tmp_path_factory.mktemp("outside")
+    (root / "mypkg").mkdir()
+    (root / "mypkg" / "__init__.py").write_text("")
+    (root / "mypkg" / "mixers.py").write_text(MIXER)
+    (root / "conf" / "attention").mkdir(parents=True)
+    (root / "conf" / "attention" / "meanpool.yaml").write_text(CONFIG)
+    return root
+
+
+def test_an_outside_mixer_passes_the_same_contract_checks(outside):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(outside), str(ROOT)]), "OMP_NUM_THREADS": "1",
+           "LRA_ATTENTION_CONFIGS": str(outside / "conf" / "attention" / "meanpool.yaml")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_attention_contract.py", "-k", "meanpool or registry"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    passed = int(re.search(r"(\d+) passed", proc.stdout).group(1))
+    assert passed >= 8 and "failed" not in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_an_outside_mixer_runs_sweeps_and_reports(outside, tmp_path):
+    env = env_for(tmp_path, PYTHONPATH=os.pathsep.join([str(outside), str(ROOT)]))
+    search = f"hydra.searchpath=[file://{outside / 'conf'}]"
+    sweep = sh(["run.py", "-m", "attention=meanpool,softmax", "profile=smoke", search,
+                f"hydra.sweep.dir={tmp_path / 'multirun'}"], env)
+    assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
+    one = sh(["run.py", "attention=fnet", "attention._target_=mypkg.mixers.MeanPool", "+attention.gain=2.0",
+              "profile=smoke"], env)  # the class named on the command line alone
+    assert one.returncode == 0, (one.stdout + one.stderr)[-3000:]
+    report = sh(["scripts/report.py", "--out", str(tmp_path / "report")], env, timeout=180)
+    assert report.returncode == 0, report.stderr
+    table = (tmp_path / "report" / "table1.md").read_text()
+    assert "meanpool" in table and "softmax" in table
+    assert "meanpool" in set(pd.read_csv(tmp_path / "report" / "bubble.csv").attention)
+    typo = sh(["run.py", "attention=meanpol", "profile=smoke", search], env)
+    assert typo.returncode == 2 and "did you mean attention=meanpool?" in typo.stderr
+
+
+def test_a_class_without_its_own_name_is_refused_with_the_fix(outside, tmp_path):
+    env = env_for(tmp_path, PYTHONPATH=os.pathsep.join([str(outside), str(ROOT)]))
+    (outside / "mypkg" / "nameless.py").write_text(
+        "from mypkg.mixers import MeanPool\n\n\nclass Copy(MeanPool):\n    pass\n")
+    proc = sh(["run.py", "attention=meanpool", "attention._target_=mypkg.nameless.Copy", "profile=smoke",
+               f"hydra.searchpath=[file://{outside / 'conf'}]"], env, timeout=120)
+    assert proc.returncode == 2 and 'has no `name` of its own: give the class one, e.g. name = "copy"' in proc.stderr
+    proc = sh(["run.py", "attention._target_=collections.OrderedDict", "profile=smoke"], env, timeout=120)
+    assert proc.returncode == 2 and "is not a subclass of lra_bench.attention.base.TokenMixer" in proc.stderr

@@ -153,6 +153,19 @@ def key_padding_bias(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     return bias[:, None, None, :]  # (B, 1, 1, N)
 
 
+NO_PAPER = "no paper:"  # the docstring's explicit statement that a variant has no paper (a baseline), and why
+
+
+def cites_its_source(cls: type) -> bool:
+    """The citation rule: the class's or its module's docstring links the paper (an ``http`` address) or says
+    ``No paper: <why>`` (a baseline of your own)."""
+    import inspect
+
+    module = inspect.getmodule(cls)
+    text = (cls.__doc__ or "") + ((module.__doc__ or "") if module is not None else "")
+    return "http" in text or NO_PAPER in text.lower()
+
+
 def list_attentions() -> list[str]:
     """Names of every registered attention variant, sorted."""
     import lra_bench.attention  # noqa: F401  (imports every variant so they register)

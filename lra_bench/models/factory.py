@@ -18,12 +18,14 @@ ENCODER_SUPPLIED = ("dim", "num_heads", "seq_len", "dropout")
 
 
 def attention_class(cfg: DictConfig) -> type[TokenMixer]:
-    """The registered class ``cfg._target_`` names (resolved once, from its import path)."""
+    """The class ``cfg._target_`` names, from this package or any importable module (imported here, so it
+    registers): a TokenMixer subclass that declares its own ``name``."""
     target = cfg.get("_target_")
     cls = resolve_class(target, TokenMixer, "attention", list_attentions())
-    if "name" not in cls.__dict__:
-        raise ConfigError(f"attention._target_={target!r} is not a registered lra_bench TokenMixer/Attention "
-                          f"subclass (it has no `name`); valid names: {', '.join(list_attentions())}")
+    if "name" not in cls.__dict__:  # an inherited name would file its records under its parent's name
+        raise ConfigError(f"attention._target_={target!r} has no `name` of its own: give the class one, e.g. "
+                          f'name = "{cls.__name__.lower()}" (its records and reports go under that name; it must not '
+                          f"be one of {', '.join(list_attentions())})")
     return cls
 
 
