@@ -39,7 +39,8 @@ def _on_signal_while_starting(signum: int, frame: object) -> None:
 for _sig in SWEEP_SIGNALS:  # first of all, before the slow imports below
     signal.signal(_sig, _on_signal_while_starting)
 
-import logging  # noqa: E402 - after the signal handlers on purpose
+import datetime as dt  # noqa: E402 - after the signal handlers on purpose
+import logging  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -50,9 +51,10 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from lra_bench.errors import DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
+from lra_bench.errors import DataError, DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
 from lra_bench.progress import SWEEP_JOB_ENV  # noqa: E402
 from lra_bench.suggest import check_overrides  # noqa: E402
+from lra_bench.sweeps import note_job, print_summary  # noqa: E402
 
 log = logging.getLogger("lra_bench")
 
@@ -81,10 +83,12 @@ def _on_sweep_signal(signum: int, frame: object) -> None:
         _sweep["child"].send_signal(signum)
 
 
-def stop_sweep(why: str) -> None:
+def stop_sweep(why: str, job: dict | None = None) -> None:
     """End the whole multirun (for requeueing, or because of Ctrl-C): finished records stay, a rerun of the sweep
     resumes the rest."""
     name = signal.Signals(_sweep["signal"]).name if _sweep["signal"] is not None else None
+    if job is not None:
+        note_job(**job, status="interrupted" if name == "SIGINT" else "preempted", message=why)
     print(f"{'interrupted' if name == 'SIGINT' else 'preempted'}: {why}; every finished record is kept, rerun the "
           "same sweep command to resume", file=sys.stderr)
     raise SystemExit(exit_code_for(name))  # not an Exception: Hydra's launcher does not catch it, starts no next job
@@ -94,13 +98,14 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     """Run this multirun job in a fresh process. A job that does not end ok has a record (its own, or a ``failed``
     or ``killed`` one written here when the process died without one) and raises ``JobFailed``: Hydra runs the
     remaining jobs, then the sweep exits with code 1."""
-    from lra_bench.runner import job_record, record_crash
+    from lra_bench.runner import job_record, record_crash, record_path
 
     hc = HydraConfig.get()
+    job = {"sweep_dir": hc.sweep.dir, "num": hc.job.num, "overrides": list(hc.overrides.task)}
     for sig in SWEEP_SIGNALS:  # for the parent's whole life: a signal between two jobs also stops the sweep
         signal.signal(sig, _on_sweep_signal)
     if _sweep["signal"] is not None:
-        stop_sweep(f"{signal.Signals(_sweep['signal']).name} received before job {hc.job.num}")
+        stop_sweep(f"{signal.Signals(_sweep['signal']).name} received before job {hc.job.num}")  # no job line
     search = [o for o in hc.overrides.hydra if o.startswith("hydra.searchpath=")]  # your own config folders
     cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, *search, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
@@ -114,19 +119,32 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     if code in (EXIT_PREEMPTED, EXIT_INTERRUPTED) or _sweep["signal"] is not None:
         if _sweep["signal"] is None and code == EXIT_INTERRUPTED:  # Ctrl-C reached the job alone
             _sweep["signal"] = signal.SIGINT
-        stop_sweep(f"job {hc.job.num} stopped (exit code {code})")
+        stop_sweep(f"job {hc.job.num} stopped (exit code {code})", {**job, "wall_s": time.time() - started})
     if code == EXIT_BUSY:
         log.warning("job %s skipped: the same configuration is running in another process", hc.job.num)
+        note_job(**job, status="skipped (running in another process)", wall_s=time.time() - started)
         return None
     try:
         record = job_record(cfg, started)
         if record is None and code != 0:
             record = record_crash(cfg, code)
+        where = record_path(cfg) if record is not None else None
+    except DataError as e:  # the parent cannot even plan the job: its data is missing, not its configuration
+        note_job(**job, status="missing data", wall_s=time.time() - started, message=str(e))
+        raise JobFailed(f"job {hc.job.num} is missing its data: {e}") from None
     except LRABenchError as e:  # the parent cannot even plan the job: its configuration is invalid
+        note_job(**job, status="invalid configuration", wall_s=time.time() - started, message=str(e))
         raise JobFailed(f"job {hc.job.num} has an invalid configuration: {e}") from None
+    wall = time.time() - started
     if code == 0 and record is not None and record["status"] == "ok":
+        before = str(record.get("finished_at") or "") < dt.datetime.fromtimestamp(started, dt.UTC).isoformat()
+        note_job(**job, status="skipped (finished before)" if before else "ok", test_acc=record.get("test_acc"),
+                 wall_s=wall, record=where)
         return record.get("test_acc")
     status, message = (record["status"], record["message"]) if record else ("failed", f"exit code {code}")
+    if status == "failed" and str(message).startswith(f"{DataError.__name__}:"):
+        status = "missing data"  # found missing while loading (a failed record says DataError)
+    note_job(**job, status=status, wall_s=wall, record=where, message=message, test_acc=(record or {}).get("test_acc"))
     log.error("job %s (%s) ended %s: %s", hc.job.num, " ".join(hc.overrides.task), status, message)
     raise JobFailed(f"job {hc.job.num} ended {status}: {message} (recorded; every job that did not end ok is "
                     "logged above with its overrides; the same sweep command reruns the failed ones)")
@@ -164,4 +182,7 @@ if __name__ == "__main__":
     if (problem := check_overrides(sys.argv[1:], CONFIG_DIR, "run")) is not None:
         print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
         sys.exit(EXIT_CONFIG)
-    main()
+    try:
+        main()
+    finally:
+        print_summary()  # a multirun's: every job, also when one failed (Hydra then names only the first)

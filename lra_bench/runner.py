@@ -122,6 +122,11 @@ def job_record(cfg: DictConfig, since: float) -> dict[str, Any] | None:
     return finished_record(p)
 
 
+def record_path(cfg: DictConfig) -> Path:
+    """Where the record of ``cfg`` is (or would be)."""
+    return plan(cfg).run_dir / RECORD_NAME
+
+
 def record_header(p: Plan, cfg: DictConfig, status: str, message: str) -> dict[str, Any]:
     """The fields every record has, whoever writes it (the run itself or ``record_crash``); the rest None."""
     record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}

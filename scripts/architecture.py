@@ -23,10 +23,10 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "`run.py` (Hydra: one run, or a multirun with one child process per job) and `scripts/` (data preparation, the "
      "efficiency benchmark, reports, this diagram). They parse the command line and call one function below; only "
      "they (and the tests) import `lra_bench.runner`."),
-    ("runner", ("lra_bench.runner", "lra_bench.runlock", "lra_bench.distributed"),
+    ("runner", ("lra_bench.runner", "lra_bench.runlock", "lra_bench.distributed", "lra_bench.sweeps"),
      "`runner.py` orchestrates one run: the per-run lock, signals, data, training, the test evaluation and the "
-     "record (skip finished, resume, failure records). `runlock.py` is the lock, `distributed.py` DDP. Nothing in "
-     "the library imports the runner."),
+     "record (skip finished, resume, failure records). `runlock.py` is the lock, `distributed.py` DDP, `sweeps.py` "
+     "the summary at the end of a multirun. Nothing in the library imports the runner."),
     ("bench", ("lra_bench.bench.cell", "lra_bench.bench.table2", "lra_bench.bench.isolated", "lra_bench.bench.peers"),
      "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a benchmark config, "
      "each in a fresh process (`isolated.py`) running `cell.py`, which times the trainer's own step "

@@ -50,6 +50,29 @@ def test_a_sweep_then_the_report_draws_the_bubble_chart_without_a_benchmark(swep
     assert "bubble.png" in (out / "REPORT.md").read_text()
 
 
+@pytest.mark.slow
+def test_a_sweep_ends_with_a_summary_of_every_job(swept):
+    root, sweep, _ = swept
+    text = sweep.stderr.split("sweep summary")[1]
+    assert text.startswith(" (3 jobs: 3 ok)"), text
+    for num, attention in enumerate(["softmax", "linear", "local"]):
+        line = next(x for x in text.splitlines() if x.startswith(f"{num} "))
+        assert " ok " in line and f"attention={attention}" in line and "record.json" in line
+        assert re.search(r" \d+\.\d\d ", line) and re.search(r" \d+:\d\d ", line)  # test acc, wall time
+    assert (root / "multirun" / "summary.txt").read_text().startswith("sweep summary (3 jobs")
+
+
+def test_missing_data_is_reported_as_missing_data_and_every_failure_is_named(tmp_path):
+    proc = sh(["run.py", "-m", "attention=softmax,linear", "profile=smoke", "task.source=files",
+               f"task.data_dir={tmp_path / 'nowhere'}"], env_for(tmp_path), timeout=300)
+    assert proc.returncode == 1
+    text = proc.stderr.split("sweep summary")[1]
+    assert text.startswith(" (2 jobs: 2 missing data)"), text
+    assert "invalid configuration" not in proc.stderr
+    for attention in ("softmax", "linear"):
+        assert re.search(rf"job \d \(attention={attention} .*\): missing data: task.data_dir=.* does not exist", text)
+
+
 # ------------------------------------------------------------------------------- a mixer in one file, anywhere
 
 MIXER = '''"""Mean pooling as a token mixer: every token gets the mean of the real tokens, projected.
