@@ -10,8 +10,10 @@ measured or recorded depends on them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from typing import IO, TypeVar
 
@@ -27,6 +29,25 @@ FALLBACK_SIZE = (100, 24)  # columns, rows
 TRAIN_FORMAT = "{desc} {percentage:3.0f}%|{bar}| step {n_fmt}/{total_fmt} | {rate_fmt} | ETA {remaining}{postfix}"
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+LONG_S = 15 * 60  # an estimate above this says how to make the work shorter
+LOG_EVERY_S = 60.0  # progress lines in logs (no bar) at most this often
+
+
+def clock(seconds: float) -> str:
+    """``h:mm:ss`` (or ``m:ss`` under an hour)."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def training_advice(remaining_steps: int, steps_per_s: float) -> str | None:
+    """What to do when the rest of a run will take longer than ``LONG_S`` at this speed; None otherwise."""
+    if steps_per_s <= 0 or remaining_steps / steps_per_s <= LONG_S:
+        return None
+    in_budget = max(1, int(steps_per_s * LONG_S))
+    return (f"training needs about {clock(remaining_steps / steps_per_s)} more at {steps_per_s:.2f} steps/s; "
+            f"for a shorter run use profile=quick (about a minute of training) or trainer.max_steps={in_budget} "
+            "(about 15 minutes at this speed); a GPU (trainer.device=cuda) is usually much faster")
 
 
 def bars_enabled(stream: IO[str] | None = None) -> bool:
@@ -73,9 +94,26 @@ def live_bar(total: int | None, desc: str, unit: str, initial: int = 0, show: bo
             bar.close()
 
 
-def tracked(items: Iterable[T], total: int | None, desc: str, unit: str) -> Iterator[T]:
-    """Yield ``items`` while a bar counts them (data preparation: generation, decoding)."""
+def tracked(items: Iterable[T], total: int | None, desc: str, unit: str, shorten: str | None = None) -> Iterator[T]:
+    """Yield ``items`` while a bar counts them (data preparation: generation, decoding). Without a bar (logs,
+    sweeps, SLURM) a progress line with the estimated time left is logged at most every ``LOG_EVERY_S`` seconds.
+    When the first items say the whole will take longer than ``LONG_S``, a warning gives the estimate and
+    ``shorten`` (how to make it shorter)."""
+    start = last = time.monotonic()
+    warned = False
     with live_bar(total, desc, unit, show=total != 0) as bar:
-        for item in items:
+        for done, item in enumerate(items, 1):
             yield item
             bar.update(1)
+            if not total:
+                continue
+            now = time.monotonic()
+            left = (now - start) / done * (total - done)
+            if shorten and not warned and left > LONG_S:
+                log.warning("%s: about %s left at the speed of the first %d %s(s) here; %s", desc, clock(left), done,
+                            unit, shorten)
+                warned = True
+            if bar.disable and (now - last >= LOG_EVERY_S or done == total):
+                log.info("%s: %d/%d %s(s) (%.0f%%), %s elapsed, ETA %s", desc, done, total, unit, 100 * done / total,
+                         clock(now - start), clock(left))
+                last = now

@@ -160,3 +160,32 @@ def test_a_class_without_its_own_name_is_refused_with_the_fix(outside, tmp_path)
     assert proc.returncode == 2 and 'has no `name` of its own: give the class one, e.g. name = "copy"' in proc.stderr
     proc = sh(["run.py", "attention._target_=collections.OrderedDict", "profile=smoke"], env, timeout=120)
     assert proc.returncode == 2 and "is not a subclass of lra_bench.attention.base.TokenMixer" in proc.stderr
+
+
+# ----------------------------------------------------------------------------------------- estimates that help
+
+
+def test_a_long_run_is_told_how_to_be_shorter():
+    from lra_bench.progress import training_advice
+
+    assert training_advice(remaining_steps=1000, steps_per_s=10.0) is None  # 100 s
+    advice = training_advice(remaining_steps=7_500, steps_per_s=2.0)  # 1:02:30
+    assert advice.startswith("training needs about 1:02:30 more at 2.00 steps/s")
+    assert "profile=quick" in advice and "trainer.max_steps=1800 (about 15 minutes" in advice
+
+
+def test_generation_logs_progress_and_warns_when_it_will_be_long(monkeypatch, caplog):
+    import logging
+
+    from lra_bench import progress
+
+    now = iter(range(0, 10_000, 100))  # every item takes 100 s
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(now)))
+    monkeypatch.setenv(progress.PROGRESS_ENV, "0")  # a log, not a terminal
+    caplog.set_level(logging.INFO, logger="lra_bench")
+    assert list(progress.tracked(range(20), 20, "generate x", "batch", shorten="use fewer")) == list(range(20))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["generate x: about 31:40 left at the speed of the first 1 batch(s) here; use fewer"]
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert lines[0] == "generate x: 1/20 batch(s) (5%), 1:40 elapsed, ETA 31:40"
+    assert lines[-1].startswith("generate x: 20/20 batch(s) (100%)") and len(lines) == 20

@@ -646,12 +646,15 @@ def generate(spec: PathfinderSpec, root: Path, num_images: int, seed: int = 0, i
                  len(todo), spec.difficulty, spec.window_size, spec.window_size, Path(root) / spec.difficulty)
     workers = workers or os.cpu_count() or 1
     desc = f"generate {spec.difficulty} ({sum(t[3] for t in todo):,} images)"
+    shorten = ("to skip generating, point task.data_dir at the LRA release's pathfinder folder; or generate fewer "
+               "images (task.num_images=..., or a smaller profile such as profile=quick); more processes help too "
+               f"(task.gen_workers, now {workers}); the batches made so far are kept, so a rerun resumes")
     if workers > 1 and len(todo) > 1:
         # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-            list(tracked(pool.map(_generate_batch_star, todo), len(todo), desc, "batch"))
+            list(tracked(pool.map(_generate_batch_star, todo), len(todo), desc, "batch", shorten))
     else:
-        for args in tracked(todo, len(todo), desc, "batch"):
+        for args in tracked(todo, len(todo), desc, "batch", shorten):
             generate_batch(*args)
     return [Path(root) / spec.difficulty / "metadata" / f"{b}.npy" for b in range(len(sizes))]

@@ -20,7 +20,7 @@ from torch import nn
 from lra_bench.bench.memory import peak_memory_bytes, reset_peak_memory
 from lra_bench.bench.timing import StepTimer
 from lra_bench.data.batches import eval_batches, train_batches
-from lra_bench.progress import TRAIN_FORMAT, live_bar
+from lra_bench.progress import TRAIN_FORMAT, clock, live_bar, training_advice
 from lra_bench.train import checkpoint
 from lra_bench.train.schedules import lr_factor
 from lra_bench.train.settings import TrainerSettings
@@ -196,6 +196,7 @@ def train(
     model.train()
     memory_reset = reset_peak_memory(device)
     t_loop = time.perf_counter()
+    advised = False
     with live_bar(s.max_steps, "train", " steps", initial=start, show=shard.rank == 0,
                   bar_format=TRAIN_FORMAT) as bar:
         for step in range(start + 1, s.max_steps + 1):
@@ -225,8 +226,12 @@ def train(
                 sps = timer.steps_per_second()
                 if sps:
                     metrics["train/steps_per_s"] = sps
-                log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s", step, metrics["train/loss"],
-                         metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a")
+                log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s%s", step, metrics["train/loss"],
+                         metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a",
+                         f" ETA {clock((s.max_steps - step) / sps)}" if sps else "")  # evaluations not included
+                if sps and not advised and (advice := training_advice(s.max_steps - step, sps)) is not None:
+                    log.warning("%s", advice)  # once per run, at the first measured speed
+                    advised = True
                 on_metrics(metrics, step)
                 running = {"loss": 0.0, "correct": 0, "seen": 0}
             if step % s.eval_every == 0 or step == s.max_steps:
