@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 
 from lra_bench.paper import TASKS
 from lra_bench.reports.accuracy_plots import accuracy_plots
-from lra_bench.reports.bubble import SIZES, XS, bubble_chart, read_popularity
+from lra_bench.reports.bubble import SIZES, XS, bubble_chart, majority_rate, read_popularity
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.reliability import rank_reliability
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             scores = t1 if args.score_task is None else task_scores(t1, args.score_task, profile)
             fig = bubble_chart(scores, speed, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
                                overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
-                               score_task=args.score_task)
+                               score_task=args.score_task, chance=majority_rate(runs, profile, args.score_task))
         except ValueError as e:
             skipped.append(f"bubble chart: {e}")
         else:

@@ -48,6 +48,25 @@ def test_a_sweep_then_the_report_draws_the_bubble_chart_without_a_benchmark(swep
     svg = (out / "bubble.svg").read_text()
     assert "the sweep's own training runs" in svg and "N=64" in svg and "profile smoke" in svg
     assert "bubble.png" in (out / "REPORT.md").read_text()
+    assert "majority-class rate" in svg  # the chance line on the score axis
+
+
+@pytest.mark.slow
+def test_one_task_figures_keep_their_titles_inside(swept):
+    import matplotlib.pyplot as plt
+
+    from lra_bench.reports.accuracy_plots import accuracy_plots
+    from lra_bench.reports.curves import val_curves
+    from lra_bench.reports.table1 import load_runs
+
+    runs = load_runs(swept[0] / "runs")
+    for fig in (accuracy_plots(runs), val_curves(runs, profile="smoke")):
+        fig.canvas.draw()
+        box = fig._suptitle.get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width, "title cut at the figure's edges"
+        for ax in fig.axes:
+            assert ax.get_legend() is None, "no legend inside a panel, over the data"
+        plt.close(fig)
 
 
 @pytest.mark.slow

@@ -41,7 +41,8 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
     tasks = [t for t in TASKS if t in set(cells.task)]
     ncols = min(3, len(tasks))
     nrows = math.ceil(len(tasks) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 4.2 * nrows), squeeze=False)
+    # at least 11 inches wide: the two-line title must fit even over one panel
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(5.2 * ncols, 11.0), 4.2 * nrows), squeeze=False)
     names = attention_order(cells.attention.unique())
     color = {a: attention_color(a) for a in names}
     for ax, task in zip(axes.flat, tasks, strict=False):

@@ -242,6 +242,20 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     return pd.DataFrame(rows, columns=POINT_COLUMNS), omitted, meta
 
 
+def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | None = None) -> float | None:
+    """The chance line of the chart's score, in %: the test sets' majority-class rate of ``score_task``, or its mean
+    over the tasks with records (what always guessing the commonest class would score on the LRA average)."""
+    from lra_bench.reports.table1 import scored_runs
+
+    kept = scored_runs(runs, profile)
+    if kept.empty:
+        return None
+    per_task = kept.groupby("task")["test_majority_rate"].mean().dropna()
+    if score_task is not None:
+        per_task = per_task[per_task.index == score_task]
+    return float(100 * per_task.mean()) if len(per_task) else None
+
+
 def paper_points(x: str = "examples_per_s", score_task: str | None = None) -> pd.DataFrame:
     """The paper's Figure 3 points: x from Table 2 at 4K, y = Table 1 average (or its ``score_task`` column),
     size = 4K memory (GB)."""
@@ -322,14 +336,15 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
 def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
                  popularity_csv: Path | str | None = None, overlay_paper: bool = False, x: str = "examples_per_s",
                  profile: str | None = None, title: str | None = None, device: str | None = None,
-                 xscale: str = "auto", score_task: str | None = None):
+                 xscale: str = "auto", score_task: str | None = None, chance: float | None = None):
     """Draw the bubble chart; save ``path`` (PNG) and the SVG beside it when ``path`` is given.
 
     ``scores``: a Table 1 frame (:func:`lra_bench.reports.table1.table1`), a frame with attention, score
     [, n_tasks, params], or a Series/dict attention -> score. ``efficiency``: benchmark cells
     (:func:`lra_bench.reports.efficiency.load_cells`). ``score_task``: the scores are that one task's test
     accuracy (:func:`lra_bench.reports.task_vs_paper.task_scores`), not an LRA average; the axis and the paper's
-    overlaid points say so. Raises ValueError when nothing can be plotted.
+    overlaid points say so. ``chance``: the majority-class rate (%) on the score's scale, drawn as a dashed line
+    (``majority_rate`` computes it from the records). Raises ValueError when nothing can be plotted.
     """
     data, omitted, meta = bubble_data(scores, efficiency, size, popularity_csv, x, profile)
     if data.empty:
@@ -373,7 +388,13 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     if xscale == "auto":
         xscale = "log" if xs.min() > 0 and xs.max() / xs.min() > 20 else "linear"
     ax.set_xscale(xscale)
-    ys = pd.concat([plotted["y"], plotted["y_lo"], plotted["y_hi"]]).dropna().to_numpy(float)
+    ys = pd.concat([plotted["y"], plotted["y_lo"], plotted["y_hi"], pd.Series([chance], dtype=float)]).dropna()
+    ys = ys.to_numpy(float)
+    if chance is not None and math.isfinite(chance):
+        ax.axhline(chance, ls="--", color="gray", lw=1, zorder=1, gid="chance")
+        ax.annotate(f"majority-class rate {chance:.1f} % (always guessing the commonest class)", (0.005, chance),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=7.5,
+                    color="dimgray", va="bottom")
     pad = max(2.0, 0.12 * (ys.max() - ys.min()))
     ax.set_ylim(ys.min() - pad, ys.max() + pad)
     if xscale == "linear":
@@ -399,13 +420,13 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     task = f"task {meta['task']}, " if meta.get("task") else ""
     if meta["speed_source"] == FROM_RECORDS:
         ax.set_title(f"speed and memory: the sweep's own training runs, as recorded ({task}device {meta['device']}, "
-                     f"profile {meta['profile']}, batch {batch}, N={n}); not LRA's 4K benchmark protocol",
+                     f"profile {meta['profile']}, batch {batch}, N={n});\nnot LRA's 4K benchmark protocol",
                      fontsize=8.5)
     else:
         other = ("" if meta["profile"] == meta.get("scores_profile") else
-                 f"; a different model from the profile-{meta.get('scores_profile')} runs the scores come from")
+                 f"\na different model from the profile-{meta.get('scores_profile')} runs the scores come from")
         ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}, bench profile "
-                     f"{meta['profile']}, batch {batch}, N={n}{other})", fontsize=8.5)
+                     f"{meta['profile']}, batch {batch}, N={n}){other}", fontsize=8.5)
 
     in_training = ("" if meta["speed_source"] != FROM_RECORDS else "\nin training (record" + (
         ": the process's peak RSS)" if str(meta["device"]).startswith("cpu") else ")"))

@@ -21,6 +21,9 @@ def curve(evals: list[dict]) -> pd.Series:
     return pd.Series({int(e["step"]): 100 * float(e["val_acc"]) for e in evals}, dtype=float).sort_index()
 
 
+STYLES = ("-", "--", ":")
+
+
 def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str | None = None,
                title: str | None = None):
     """The figure (``fig.curve_data``: attention, task, step, mean val acc %, seeds); saves PNG + SVG at ``path``.
@@ -32,11 +35,13 @@ def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str 
     tasks = [t for t in TASKS if t in set(sub.task)]
     if not tasks:
         raise ValueError(f"no ok run with evaluations (profile {profile})")
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.4), squeeze=False)
+    ncol = 1 + (sub.attention.nunique() + 2) // 16  # legend columns (every attention, majority, paper)
+    legend_in = 2.1 * ncol  # inches kept right of the panels for the legend
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks) + legend_in, 4.8), squeeze=False)
     rows = []
     for ax, task in zip(axes[0], tasks, strict=True):
         g = sub[sub.task == task]
-        for attention in attention_order(set(g.attention)):
+        for i, attention in enumerate(attention_order(set(g.attention))):
             seeds = [curve(e) for e in g[g.attention == attention].evals]
             table = pd.concat(seeds, axis=1)  # (steps, seeds)
             mean = table.mean(axis=1)
@@ -44,7 +49,8 @@ def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str 
             if len(seeds) > 1:
                 for _, s in table.items():
                     ax.plot(s.index, s.values, color=color, lw=0.7, alpha=0.3)
-            ax.plot(mean.index, mean.values, color=color, lw=1.6,
+            style = STYLES[i // 10 % len(STYLES)]  # colours repeat past 20 names: the line style tells them apart
+            ax.plot(mean.index, mean.values, color=color, lw=1.6, ls=style,
                     label=f"{attention}" + (f" ({len(seeds)} seeds)" if len(seeds) > 1 else ""))
             rows += [{"attention": attention, "task": task, "step": int(step), "val_acc": float(v),
                       "seeds": len(seeds)} for step, v in mean.items()]
@@ -58,9 +64,13 @@ def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str 
         ax.set_xlabel("training step")
         ax.set_ylabel("validation accuracy (%)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
+    handles: dict[str, object] = {}  # one legend for all panels, outside them: it never covers a curve
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
     fig.suptitle(title or f"Validation accuracy during training (profile {profile})")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), 1))
+    fig.legend(handles.values(), handles.keys(), loc="center right", fontsize=7, ncol=ncol, frameon=False)
     fig.curve_data = pd.DataFrame(rows)
     if path is not None:
         save_png_svg(fig, path, dpi=110)
