@@ -166,8 +166,7 @@ def main(cfg: DictConfig) -> float | None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_FAILED)
     except LRABenchError as e:
-        log.error("%s", e)
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)  # once (a log line too printed it twice at a terminal)
         sys.exit(EXIT_CONFIG)
     except Preempted as e:
         print(str(e), file=sys.stderr)  # "preempted ..." or "interrupted ...": one line, no traceback

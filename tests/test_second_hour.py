@@ -88,6 +88,8 @@ def test_missing_data_is_reported_as_missing_data_and_every_failure_is_named(tmp
     text = proc.stderr.split("sweep summary")[1]
     assert text.startswith(" (2 jobs: 2 missing data)"), text
     assert "invalid configuration" not in proc.stderr
+    out = proc.stdout + proc.stderr
+    assert out.count("does not exist or is not a folder") == 2 + 2 + 1  # each job's error once, the summary, Hydra
     for attention in ("softmax", "linear"):
         assert re.search(rf"job \d \(attention={attention} .*\): missing data: task.data_dir=.* does not exist", text)
 
