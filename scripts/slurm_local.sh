@@ -10,7 +10,8 @@
 #   scripts/slurm_local.sh env       the line to eval for the client commands: export SLURM_CONF=...
 #
 # State folder: $LRA_SLURM_DIR (default ~/.cache/lra-bench/slurm). Ports: $LRA_SLURM_PORT_BASE (default 16810)
-# + 7 (slurmctld), + 8 (slurmd), + 9 (slurmdbd), + 6 (MariaDB, on 127.0.0.1 only). Then, for example:
+# + 7 (slurmctld), + 8 (slurmd), + 9 (slurmdbd), + 6 (MariaDB, on 127.0.0.1 only). $LRA_SLURM_CPUS: job slots
+# on the node when not its core count (the tests run 4 one-CPU jobs at once on 2 cores). Then, for example:
 #   eval "$(scripts/slurm_local.sh env)"; python run.py -m attention=softmax,linear profile=smoke \
 #     hydra/launcher=slurm hydra.launcher.gpus_per_node=null hydra.launcher.cpus_per_task=1 hydra.launcher.mem_gb=1
 # Short credential lifetime and scheduler intervals: a requeued job runs again ~15 s later (not the default 2 min).
@@ -78,6 +79,10 @@ write_configs() {
   cpus=$(sed -n 's/.* CPUs=\([0-9]*\).*/\1/p' <<<"$node")
   mem=$(sed -n 's/.* RealMemory=\([0-9]*\).*/\1/p' <<<"$node")
   mem=$((mem * 9 / 10))  # headroom: a node reporting less memory than configured is drained
+  local overrides=""
+  if [[ -n ${LRA_SLURM_CPUS:-} && $LRA_SLURM_CPUS != "$cpus" ]]; then  # more job slots than cores (tests)
+    cpus=$LRA_SLURM_CPUS overrides="SlurmdParameters=config_overrides"
+  fi
   local auth="socket=$STATE/munge/munge.socket,cred_expire=10"
   cat >"$etc/slurm.conf" <<EOF
 # Written by scripts/slurm_local.sh: a one-node cluster with accounting (slurmdbd), state under $STATE
@@ -111,6 +116,7 @@ AccountingStoragePass=$STATE/munge/munge.socket
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
+$overrides
 MinJobAge=30
 KillWait=10
 InactiveLimit=0
