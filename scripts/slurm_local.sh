@@ -22,7 +22,7 @@ BASE=${LRA_SLURM_PORT_BASE:-16810}
 CTLD_PORT=$((BASE + 7)) SLURMD_PORT=$((BASE + 8)) DBD_PORT=$((BASE + 9)) DB_PORT=$((BASE + 6))
 CLUSTER=lrabench
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server)
-DAEMONS=(slurmd slurmctld slurmdbd mariadbd munged)  # stop order; start order is the reverse
+DAEMONS=(slurmd slurmctld slurmdbd mariadbd munged)  # as `status` lists them
 HOST=$(hostname -s)
 
 die() { echo "slurm_local.sh: $*" >&2; exit 1; }
@@ -205,17 +205,44 @@ cmd_start() {
   echo "slurm up: SLURM_CONF=$SLURM_CONF (state $STATE)"
 }
 
-cmd_stop() {
-  local name pid f
-  for name in "${DAEMONS[@]}"; do
+tree() {  # tree PID: the pid and all its descendants
+  local child
+  echo "$1"
+  for child in $(pgrep -P "$1" 2>/dev/null); do tree "$child"; done
+}
+
+stop_daemons() {  # stop_daemons NAME...: SIGTERM by pid file, wait (SIGKILL after 30 s), remove the pid files
+  local name pid f pids=()
+  for name in "$@"; do
     f=$(pidfile "$name")
-    running "$name" || { rm -f "$f"; continue; }
-    pid=$(cat "$f")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then echo "$name (pid $pid) ignored SIGTERM for 30s: SIGKILL" >&2; kill -KILL "$pid"; fi
+    if running "$name"; then pids+=("$name:$(cat "$f")"); kill -TERM "$(cat "$f")" 2>/dev/null || true; fi
     rm -f "$f"
+  done
+  for entry in "${pids[@]}"; do
+    name=${entry%%:*} pid=${entry#*:}
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then echo "$name (pid $pid) ignored SIGTERM for 30s: SIGKILL" >&2; kill -KILL "$pid"; fi
     echo "stopped $name (pid $pid)"
+  done
+}
+
+cmd_stop() {
+  local pid conf=$STATE/etc/slurm.conf
+  if running slurmctld && running slurmd; then  # end the jobs first: their steps would outlive slurmd
+    local jobs; jobs=$(SLURM_CONF=$conf squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ')
+    if [[ -n ${jobs// } ]]; then
+      echo "cancelling jobs $jobs"
+      SLURM_CONF=$conf scancel $jobs 2>/dev/null || true
+      for _ in $(seq 100); do [[ -z $(SLURM_CONF=$conf squeue -h -o %A 2>/dev/null) ]] && break; sleep 0.2; done
+    fi
+  fi
+  stop_daemons slurmd slurmctld  # in waves: the controllers, then accounting, then what accounting needs
+  stop_daemons slurmdbd
+  stop_daemons mariadbd munged
+  for pid in $(pgrep -x slurmstepd 2>/dev/null); do  # steps of this cluster left behind (slurmd gone): kill them
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$conf" || continue
+    echo "killing the job step $pid left behind, and its processes"
+    kill -KILL $(tree "$pid") 2>/dev/null || true
   done
 }
 

@@ -55,12 +55,28 @@ def slurm(tmp_path_factory) -> dict[str, str]:
     subprocess.run(["bash", str(SCRIPT), "stop"], env=env, capture_output=True, timeout=120)
 
 
-def sweep(slurm: dict[str, str], root: Path, *args: str, name: str = "sweep") -> subprocess.Popen:
-    """``python run.py -m ARGS hydra/launcher=slurm`` with results and cache under ``root``."""
-    env = {**slurm, "LRA_RESULTS_DIR": str(root / "runs"), "LRA_CACHE_DIR": str(root / "cache"),
-           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "run.py", "-m", *args, *LAUNCHER, f"hydra.sweep.dir={root / name}"]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+@pytest.fixture
+def sweep(slurm: dict[str, str]):
+    """``sweep(root, *ARGS, name=...)``: start ``python run.py -m ARGS hydra/launcher=slurm`` with results and cache
+    under ``root``; a sweep still running when the test ends is killed and its jobs cancelled."""
+    started: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(root: Path, *args: str, name: str = "sweep") -> subprocess.Popen:
+        env = {**slurm, "LRA_RESULTS_DIR": str(root / "runs"), "LRA_CACHE_DIR": str(root / "cache"),
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        cmd = [sys.executable, "run.py", "-m", *args, *LAUNCHER, f"hydra.sweep.dir={root / name}"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        started.append((proc, root / name))
+        return proc
+
+    yield start
+    for proc, folder in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        jobs = {p.parent.name for p in (folder / ".submitit").glob("*/*_submitted.pkl")}
+        if jobs:
+            subprocess.run(["scancel", *sorted(jobs)], env=slurm, capture_output=True, timeout=60)
 
 
 def slurm_cmd(slurm: dict[str, str], *cmd: str) -> str:
@@ -106,8 +122,8 @@ def by_attention(root: Path) -> dict[str, dict]:
     return {r["attention"]: r for r in read_records(root / "runs")}
 
 
-def test_sweep_of_three_jobs_lands_the_records_of_local_runs(slurm, tmp_path):
-    proc = sweep(slurm, tmp_path, "attention=softmax,linear,local", *SMOKE)
+def test_sweep_of_three_jobs_lands_the_records_of_local_runs(slurm, sweep, tmp_path):
+    proc = sweep(tmp_path, "attention=softmax,linear,local", *SMOKE)
     local = {a: run(compose_run([*SMOKE, f"attention={a}"], tmp_path / a)) for a in ("softmax", "linear", "local")}
     out, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, out[-4000:]
@@ -121,8 +137,8 @@ def test_sweep_of_three_jobs_lands_the_records_of_local_runs(slurm, tmp_path):
             assert rec[key] == local[attention][key], (attention, key)
 
 
-def test_preemption_signal_checkpoints_requeues_and_resumes_to_the_same_record(slurm, tmp_path):
-    proc = sweep(slurm, tmp_path, "attention=softmax", *LONG)
+def test_preemption_signal_checkpoints_requeues_and_resumes_to_the_same_record(slurm, sweep, tmp_path):
+    proc = sweep(tmp_path, "attention=softmax", *LONG)
     (job,) = job_ids(tmp_path, 1)
     deadline = time.time() + 300
     while checkpoint_step(tmp_path) < 20:  # mid-training: the first checkpoint is written, 220 steps to go
@@ -142,10 +158,10 @@ def test_preemption_signal_checkpoints_requeues_and_resumes_to_the_same_record(s
         assert rec[key] == reference[key], key
 
 
-def test_scancel_of_one_job_the_others_finish_and_a_rerun_completes_only_it(slurm, tmp_path):
+def test_scancel_of_one_job_the_others_finish_and_a_rerun_completes_only_it(slurm, sweep, tmp_path):
     grid = ["attention=softmax,linear", "profile=smoke", "trainer.max_steps=120", "trainer.eval_every=40",
             "trainer.checkpoint_every=10"]
-    proc = sweep(slurm, tmp_path, *grid)
+    proc = sweep(tmp_path, *grid)
     cancelled = job_ids(tmp_path, 2)[1]
     deadline = time.time() + 300
     while not list((tmp_path / "cache" / "checkpoints").rglob("linear/*/ckpt.json")):  # mid-training
@@ -163,7 +179,7 @@ def test_scancel_of_one_job_the_others_finish_and_a_rerun_completes_only_it(slur
     first = by_attention(tmp_path)
     assert list(first) == ["softmax"] and first["softmax"]["status"] == "ok"
 
-    rerun = sweep(slurm, tmp_path, *grid, name="rerun")
+    rerun = sweep(tmp_path, *grid, name="rerun")
     out, _ = rerun.communicate(timeout=400)
     assert rerun.returncode == 0, out[-4000:]
     after = by_attention(tmp_path)
@@ -172,9 +188,9 @@ def test_scancel_of_one_job_the_others_finish_and_a_rerun_completes_only_it(slur
     assert job_logs(tmp_path, "rerun").count("record written to") == 1
 
 
-def test_two_sweeps_of_one_grid_at_once_run_each_job_once(slurm, tmp_path):
+def test_two_sweeps_of_one_grid_at_once_run_each_job_once(slurm, sweep, tmp_path):
     grid = ["attention=softmax,linear", *SMOKE]
-    first, second = sweep(slurm, tmp_path, *grid, name="first"), sweep(slurm, tmp_path, *grid, name="second")
+    first, second = sweep(tmp_path, *grid, name="first"), sweep(tmp_path, *grid, name="second")
     outs = [p.communicate(timeout=400)[0] for p in (first, second)]
     assert (first.returncode, second.returncode) == (0, 0), "\n".join(o[-3000:] for o in outs)
     recs = by_attention(tmp_path)
