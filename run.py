@@ -4,6 +4,9 @@ Single run: trains in this process. Multirun (``-m``, ``+sweep=lra``, any launch
 this script in a fresh child process with the job's overrides, so each job's peak memory is its own and a
 crash or kill of one job is recorded without stopping the sweep, which then exits with code 1; SIGTERM/SIGUSR2
 are forwarded so the child checkpoints before a preemption, and end the process with code 75 while it starts.
+Under SLURM (submitit) the job's process then hands the signal to submitit, which requeues the job; the requeued
+job resumes from the checkpoint. A sweep's parent whose jobs run in worker processes (joblib) passes the signal to
+every running job, waits for their checkpoints, and exits 75.
 
 Ctrl-C (SIGINT) stops a run or a sweep the same safe way -- a checkpoint at the next step boundary, one line, no
 traceback -- but exits with 130 (128 + SIGINT, what a shell reports for Ctrl-C), not 75: 75 asks a scheduler's
@@ -39,7 +42,8 @@ def _on_signal_while_starting(signum: int, frame: object) -> None:
 for _sig in SWEEP_SIGNALS:  # first of all, before the slow imports below
     signal.signal(_sig, _on_signal_while_starting)
 
-import datetime as dt  # noqa: E402 - after the signal handlers on purpose
+import contextlib  # noqa: E402 - after the signal handlers on purpose
+import datetime as dt  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
@@ -73,7 +77,58 @@ def attention_names_for_help() -> str:
 OmegaConf.register_new_resolver("lra_attentions", attention_names_for_help)
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHILD_ENV = SWEEP_JOB_ENV  # marks the process of a multirun job (no progress bars there)
-_sweep = {"child": None, "signal": None}  # the running job's process; the preemption signal the sweep got
+JOB_STOP_WAIT_S = 120  # how long a sweep's parent waits for its jobs to checkpoint after passing them a signal
+# the running job's process; the preemption signal the sweep got; the handlers ours replaced (a scheduler's)
+_sweep = {"child": None, "signal": None, "previous": {}}
+
+
+def _job_processes() -> list[int]:
+    """The sweep jobs' processes below this one (marked by CHILD_ENV; not their own children), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # fields after "(comm)": state, ppid, ...
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    marker = f"{CHILD_ENV}=1".encode()
+    jobs, todo = [], list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            jobs.append(pid)
+        else:
+            todo.extend(children.get(pid, []))
+    return jobs
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except (OSError, IndexError):
+        return False
+
+
+def _on_parent_signal(signum: int, frame: object) -> None:
+    """In a sweep's parent whose jobs run in worker processes (joblib): pass the signal to every running job (each
+    checkpoints and exits 75), wait for them, and end the sweep with 75. With no job running: as while starting."""
+    jobs = _job_processes()
+    if not jobs:
+        _on_signal_while_starting(signum, frame)
+    for pid in jobs:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    deadline = time.monotonic() + JOB_STOP_WAIT_S
+    while (left := [pid for pid in jobs if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left:
+        log.warning("jobs %s did not stop within %ss of %s", left, JOB_STOP_WAIT_S, signal.Signals(signum).name)
+    _sweep["signal"] = signum  # the exit code: 130 for Ctrl-C, else 75
+    stop_sweep(f"{signal.Signals(signum).name} passed to the {len(jobs)} running job(s)")
 
 
 def _on_sweep_signal(signum: int, frame: object) -> None:
@@ -103,7 +158,9 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     job = {"sweep_dir": hc.sweep.dir, "num": hc.job.num, "overrides": list(hc.overrides.task)}
     for sig in SWEEP_SIGNALS:  # for the parent's whole life: a signal between two jobs also stops the sweep
-        signal.signal(sig, _on_sweep_signal)
+        previous = signal.signal(sig, _on_sweep_signal)
+        if previous not in (_on_sweep_signal, _on_parent_signal, _on_signal_while_starting):
+            _sweep["previous"][sig] = previous  # submitit's, in a SLURM job: it requeues the job
     if _sweep["signal"] is not None:
         stop_sweep(f"{signal.Signals(_sweep['signal']).name} received before job {hc.job.num}")  # no job line
     search = [o for o in hc.overrides.hydra if o.startswith("hydra.searchpath=")]  # your own config folders
@@ -119,7 +176,17 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     if code in (EXIT_PREEMPTED, EXIT_INTERRUPTED) or _sweep["signal"] is not None:
         if _sweep["signal"] is None and code == EXIT_INTERRUPTED:  # Ctrl-C reached the job alone
             _sweep["signal"] = signal.SIGINT
-        stop_sweep(f"job {hc.job.num} stopped (exit code {code})", {**job, "wall_s": time.time() - started})
+        scheduler = _sweep["previous"].get(_sweep["signal"])
+        if callable(scheduler) and _sweep["signal"] != signal.SIGINT:  # a scheduler's job (submitit): this
+            # process runs this one job only; Ctrl-C is never handed over for a requeue
+            # handled here; cleared before submitit pickles this function (and this state) for the requeued job
+            signum, _sweep["signal"] = _sweep["signal"], None
+            if code == EXIT_PREEMPTED:
+                log.warning("job %s checkpointed after %s: handing over to the scheduler (requeue)", hc.job.num,
+                            signal.Signals(signum).name)
+                scheduler(signum, None)  # submitit: requeue on SIGUSR2 (then exits), log on SIGTERM
+        if code in (EXIT_PREEMPTED, EXIT_INTERRUPTED) or _sweep["signal"] is not None:
+            stop_sweep(f"job {hc.job.num} stopped (exit code {code})", {**job, "wall_s": time.time() - started})
     if code == EXIT_BUSY:
         log.warning("job %s skipped: the same configuration is running in another process", hc.job.num)
         note_job(**job, status="skipped (running in another process)", wall_s=time.time() - started)
@@ -181,6 +248,9 @@ if __name__ == "__main__":
     if (problem := check_overrides(sys.argv[1:], CONFIG_DIR, "run")) is not None:
         print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
         sys.exit(EXIT_CONFIG)
+    if not os.environ.get(CHILD_ENV):  # a sweep's parent, from here on (a run and a job's process set their own)
+        for sig in SWEEP_SIGNALS:
+            signal.signal(sig, _on_parent_signal)
     try:
         main()
     finally:

@@ -323,6 +323,7 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
         "examples": {s: int(len(y)) for s, y in data.labels.items()},
         "evals": result.evals if result else [],
         "steps": result.steps if result else None,
+        "restarts": result.restarts if result else None,  # resumes from a checkpoint (preemption, requeue, kill)
         "throughput": {  # global figures: the global batch is split over `processes` ranks
             "steps_per_s": sps,
             "examples_per_s": sps * p.trainer.batch_size if sps else None,

@@ -75,6 +75,7 @@ def test_sigkill_mid_training_resumes_bit_exact(tmp_path, reference):
     rec = only_record(tmp_path)
     for key in SAME:
         assert rec[key] == reference[key], key
+    assert (reference["restarts"], rec["restarts"]) == (0, 1)
     assert not list((tmp_path / "cache" / "checkpoints").rglob("ckpt.pt")), "checkpoints kept after the record"
 
 
@@ -93,6 +94,7 @@ def test_sigterm_checkpoints_exits_for_requeue_then_resumes(tmp_path, reference)
     rec = only_record(tmp_path)
     for key in SAME:
         assert rec[key] == reference[key], key
+    assert rec["restarts"] == 1
 
 
 @pytest.mark.slow

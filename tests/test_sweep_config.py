@@ -4,10 +4,13 @@ each pass the config checks (one invalid job would stop a multirun); launchers c
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -90,3 +93,30 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     recs = read_records(tmp_path / "runs")
     assert sorted(r["attention"] for r in recs) == ["linear", "softmax"]
     assert all(r["status"] == "ok" for r in recs)
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_joblib_sweep_parent_checkpoints_every_running_job_then_resumes(tmp_path):
+    grid = ["-m", "attention=softmax,linear", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "profile=smoke",
+            "trainer.max_steps=160", "trainer.eval_every=80", "trainer.checkpoint_every=10"]
+    env = {**os.environ, "LRA_RESULTS_DIR": str(tmp_path / "runs"), "LRA_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "run.py", *grid], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    checkpoints = tmp_path / "cache" / "checkpoints"
+    deadline = time.time() + 300
+    while len(list(checkpoints.rglob("ckpt.json"))) < 2:  # both jobs are training, in two worker processes
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)  # the parent only, as a scheduler or a user's kill would
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 75, out[-3000:]
+    assert "rerun the same sweep command to resume" in out
+    assert out.count("received SIGTERM during training") == 2, out[-3000:]  # each job got it and checkpointed
+    assert not list((tmp_path / "runs").rglob("record.json")), "the preempted jobs wrote no record"
+    stopped = {p.parent.parent.name: json.loads(p.read_text())["step"] for p in checkpoints.rglob("ckpt.json")}
+    assert sorted(stopped) == ["linear", "softmax"] and all(0 < step < 160 for step in stopped.values()), stopped
+    resumed = cli(tmp_path, *grid)
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
+    recs = read_records(tmp_path / "runs")
+    assert sorted(r["attention"] for r in recs) == ["linear", "softmax"]
+    assert all(r["status"] == "ok" and r["restarts"] == 1 for r in recs), [(r["status"], r["restarts"]) for r in recs]

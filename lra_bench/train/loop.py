@@ -48,6 +48,7 @@ class TrainResult:
     evals: list[dict[str, float]] = field(default_factory=list)
     loop_seconds: float = 0.0  # wall time of the training loop, validation evaluations included (over resumes)
     val_eval_seconds: float = 0.0  # wall time of the validation evaluations (over resumes)
+    restarts: int = 0  # how many times training resumed from a checkpoint (preempted, requeued, killed, rerun)
 
 
 @torch.no_grad()
@@ -155,6 +156,7 @@ def train(
     running = {"loss": 0.0, "correct": 0, "seen": 0}
     start, peak_before = 0, None
     seconds = {"loop": 0.0, "val_eval": 0.0}  # carried over resumes in the checkpoint
+    restarts = 0
 
     state = checkpoint.load(ckpt.directory) if ckpt.directory is not None else None
     if state is not None:
@@ -170,6 +172,7 @@ def train(
             timer.load_state_dict(state["timer"])
             peak_before = state.get("peak_memory_bytes")
             seconds = state.get("seconds", seconds)
+            restarts = state.get("restarts", 0) + 1
         except Exception as e:  # noqa: BLE001 - it verified but does not fit this code: start over, not fail forever
             checkpoint.set_aside(ckpt.directory, f"{type(e).__name__}: {str(e)[:500]}")
             core.load_state_dict(initial)  # and everything else as if there had been no checkpoint
@@ -179,6 +182,7 @@ def train(
             start, evals, running, peak_before = 0, [], {"loss": 0.0, "correct": 0, "seen": 0}, None
             best_acc, best_step, best_state = -1.0, 0, None
             seconds = {"loop": 0.0, "val_eval": 0.0}
+            restarts = 0
 
     def save_checkpoint(step: int) -> None:
         if ckpt.directory is None or shard.rank != 0:
@@ -189,6 +193,7 @@ def train(
             "running": running, "best_acc": best_acc, "best_step": best_step, "best_state": best_state,
             "timer": timer.state_dict(), "seconds": {**seconds, "loop": seconds["loop"] + time.perf_counter() - t_loop},
             "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
+            "restarts": restarts,
         })
 
     train_x, train_y = data["train"]
@@ -260,4 +265,4 @@ def train(
     core.load_state_dict(best_state)
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
-                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"])
+                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"], restarts=restarts)
