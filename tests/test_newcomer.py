@@ -10,6 +10,8 @@ import os
 import pty
 import re
 import select
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -300,17 +302,101 @@ def test_guide_configs_and_help_agree_on_profiles():
     run_yaml = (CONFIGS / "run.yaml").read_text()
     listed = re.search(r"- profile: \w+ +# (.*?) \(configs/profile\)", run_yaml).group(1)
     assert sorted(listed.split(" | ")) == profiles
-    readme = (ROOT / "README.md").read_text()
-    groups_row = next(line for line in readme.splitlines() if line.startswith("| `profile` |"))
+    guide = (ROOT / "docs" / "configuration.md").read_text()  # the reference tables moved out of the README
+    groups_row = next(line for line in guide.splitlines() if line.startswith("| `profile` |"))
     assert all(f"`{p}`" in groups_row for p in profiles)
-    assert all(re.search(rf"^\| `{p}` \|", readme, re.M) for p in profiles)  # a row in the profile table each
+    assert all(re.search(rf"^\| `{p}` \|", guide, re.M) for p in profiles)  # a row in the profile table each
     minutes = re.search(r"~(\d+) minutes", (CONFIGS / "profile" / "cpu.yaml").read_text()).group(1)
-    quick_start = readme.split("## Quick start")[1].split("```")[0]
-    assert f"about {minutes} minutes" in quick_start
-    assert f"about {minutes} minutes" in next(line for line in readme.splitlines() if line.startswith("| `cpu` |"))
+    main_job = (ROOT / "README.md").read_text().split("## The main job")[1].split("```")[0]
+    assert f"about {minutes} minutes" in main_job
+    assert f"about {minutes} minutes" in next(line for line in guide.splitlines() if line.startswith("| `cpu` |"))
 
 
 def test_dev_extra_has_what_the_notebook_test_needs():
     pyproject = (ROOT / "pyproject.toml").read_text()
     dev = re.search(r"^dev = \[(.*)\]", pyproject, re.M).group(1)
     assert all(f'"{package}' in dev for package in ("nbformat", "nbclient", "ipykernel"))
+
+
+# ------------------------------------------------------------------------------ 8. every README command works
+
+README = ROOT / "README.md"
+SETUP = ("python -m venv ", ". .venv/bin/activate", "pip install ")  # checked for order, not run (no network)
+RUN = ("python run.py ", "python scripts/report.py", "python scripts/benchmark.py ", "jupyter execute ",
+       "python -m pytest ")
+
+
+def readme_commands() -> list[str]:
+    """Every command of the README's bash blocks (comments dropped, ``&&`` chains split), in order."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", README.read_text(), re.S):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            commands += [part.strip() for part in line.split("&&") if part.strip()]
+    return commands
+
+
+def test_readme_is_short_and_sets_up_cpu_torch_before_the_project():
+    text = README.read_text()
+    assert len(text) <= 12_000, f"README is {len(text)} characters; reference material belongs in docs/"
+    commands = readme_commands()
+    unknown = [c for c in commands if not c.startswith(SETUP + RUN)]
+    assert not unknown, f"README commands no test covers: {unknown}"
+    venv = commands.index("python -m venv .venv")
+    torch_cpu = next(i for i, c in enumerate(commands) if c.startswith("pip install torch=="))
+    project = next(i for i, c in enumerate(commands) if c.startswith("pip install -e"))
+    assert venv < torch_cpu < project, "venv, then the CPU torch wheel, then the editable install"
+    pinned = re.search(r"torch==([\d.]+)", commands[torch_cpu]).group(1)
+    low, high = re.search(r'"torch>=([\d.]+),<([\d.]+)"', (ROOT / "pyproject.toml").read_text()).groups()
+    as_tuple = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+    assert as_tuple(low) <= as_tuple(pinned) < as_tuple(high), "the README's torch must satisfy pyproject's pin"
+    for link in re.findall(r"\]\(((?:docs|results|notebooks)/[^)#]+)\)", text):
+        assert (ROOT / link).exists(), f"README links to a missing {link}"
+
+
+def test_readme_run_commands_pass_every_check_before_data(tmp_path):
+    """Each `python run.py` of the README (the first job of a sweep): its overrides, the composed config and the
+    plan (task, model, trainer) -- what fails before any data is loaded."""
+    from lra_bench.build import plan
+    from tests.conftest import compose_run
+
+    runs = [shlex.split(c)[2:] for c in readme_commands() if c.startswith("python run.py ")]
+    assert runs
+    for args in runs:
+        assert check_overrides(args, CONFIGS, "run") is None, args
+        first = [a.split("=")[0] + "=" + a.split("=", 1)[1].split(",")[0] if "," in a and "[" not in a else a
+                 for a in args if a != "-m"]
+        plan(compose_run(first, tmp_path))
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs(tmp_path):
+    """The README's commands, in order, as a newcomer types them (set-up aside), with results, caches and the
+    report under tmp_path; the test commands are collected, not run (they are this suite)."""
+    env = cli_env(tmp_path, LRA_BENCH_DIR=str(tmp_path / "bench"), MPLBACKEND="Agg")
+    executed = ROOT / "notebooks" / "results_run.ipynb"
+    try:
+        for command in readme_commands():
+            if not command.startswith(RUN):
+                continue
+            args = shlex.split(command)
+            if command.startswith("python run.py ") and "profile=smoke" not in command:
+                continue  # the main job: its checks above; it takes minutes (the smoke runs show the path works)
+            if command.startswith("python scripts/report.py"):
+                args += ["--out", str(tmp_path / "report")]
+            if command.startswith("python -m pytest"):
+                args += ["--collect-only"]
+            if command.startswith("jupyter "):
+                if shutil.which("jupyter") is None:
+                    continue  # the notebook extra is not installed here
+                args = [shutil.which("jupyter"), *args[1:]]
+            elif args[0] == "python":
+                args[0] = sys.executable
+            proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-3000:]}"
+            if command.startswith("python run.py -m"):
+                assert "sweep summary (3 jobs: 3 ok)" in proc.stderr
+        report = (tmp_path / "report" / "REPORT.md").read_text()
+        assert "bubble.png" in report and "Table 2" in report  # after the benchmark: LRA's protocol
+    finally:
+        executed.unlink(missing_ok=True)

@@ -4,7 +4,7 @@ Axes used in shape comments throughout ``lra_bench.attention``:
     B - batch, N - sequence length (N <= seq_len), H - heads, D - head dim,
     C - model dim (C = H * D), M - features / landmarks / projected length.
 
-Contract (public, documented in the README as "add your own attention"):
+Contract (public, documented in docs/attention.md, "Add your own attention"):
     * ``configs/attention/NAME.yaml`` holds ``_target_`` (the class), ``_partial_: true`` and the
       variant's own knobs only. The encoder completes it with exactly ``dim``, ``num_heads``,
       ``seq_len`` and ``dropout``.
