@@ -21,6 +21,7 @@ from lra_bench.bench.timing import StepTimer
 from lra_bench.data.batches import eval_batches, train_batches
 from lra_bench.progress import TRAIN_FORMAT, live_bar
 from lra_bench.train import checkpoint
+from lra_bench.train.param_groups import describe, param_groups
 from lra_bench.train.schedules import lr_factor
 from lra_bench.train.settings import TrainerSettings
 from lra_bench.train.step import autocast, train_step
@@ -47,6 +48,7 @@ class TrainResult:
     evals: list[dict[str, float]] = field(default_factory=list)
     loop_seconds: float = 0.0  # wall time of the training loop, validation evaluations included (over resumes)
     val_eval_seconds: float = 0.0  # wall time of the validation evaluations (over resumes)
+    param_groups: list[dict[str, object]] = field(default_factory=list)  # param_groups.describe
 
 
 @torch.no_grad()
@@ -67,8 +69,9 @@ def evaluate(model: nn.Module, inputs: np.ndarray, labels: np.ndarray, settings:
 def make_optimizer(
     model: nn.Module, s: TrainerSettings
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps,
-                                  weight_decay=s.weight_decay)
+    """AdamW over ``param_groups`` (the mixers' declared per-parameter settings) and the LRA schedule."""
+    optimizer = torch.optim.AdamW(param_groups(model, s.lr, s.weight_decay), lr=s.lr, betas=(s.beta1, s.beta2),
+                                  eps=s.eps, weight_decay=s.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.max_steps)
     )
@@ -228,4 +231,5 @@ def train(
     core.load_state_dict(best_state)
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
-                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"])
+                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"],
+                       param_groups=describe(optimizer))
