@@ -12,6 +12,8 @@ from lra_bench.errors import ConfigError
 from lra_bench.models.factory import build_attention_factory
 from lra_bench.runner import run
 from lra_bench.train import loop
+from lra_bench.train.param_groups import describe
+from lra_bench.train.schedules import peak_factor
 from tests.conftest import CONFIGS
 from tests.test_training import settings, tiny_model
 
@@ -149,6 +151,19 @@ def test_optimizer_groups_hold_the_declared_settings(name, declared, lr):
     by_name = dict(model.named_parameters())
     assert all(by_name[n] is p for g in groups for n, p in zip(g["param_names"], g["params"], strict=True))
     assert sum(len(g["params"]) for g in groups) == len(by_name)
+
+
+def test_the_cap_applies_to_the_peak_rate_of_the_schedule():
+    """Under rsqrt (peak = lr/sqrt(warmup)) the declared cap bounds the rate actually reached, not the constant."""
+    s = settings(lr=0.05, schedule="rsqrt", warmup_steps=100)
+    optimizer, scheduler = loop.make_optimizer(tiny_model("lru"), s)
+    for _ in range(100):  # to the end of the warm-up: the peak
+        optimizer.step()
+        scheduler.step()
+    default, ssm = (g["lr"] for g in optimizer.param_groups)
+    assert default == pytest.approx(0.005) and ssm == pytest.approx(0.001)
+    described = describe(optimizer, peak_factor("rsqrt", 100))
+    assert [g["peak_lr"] for g in described] == pytest.approx([0.005, 0.001])
 
 
 def test_a_model_without_declarations_keeps_one_group():

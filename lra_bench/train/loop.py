@@ -22,7 +22,7 @@ from lra_bench.data.batches import eval_batches, train_batches
 from lra_bench.progress import TRAIN_FORMAT, live_bar
 from lra_bench.train import checkpoint
 from lra_bench.train.param_groups import describe, param_groups
-from lra_bench.train.schedules import lr_factor
+from lra_bench.train.schedules import lr_factor, peak_factor
 from lra_bench.train.settings import TrainerSettings
 from lra_bench.train.step import autocast, train_step
 
@@ -70,8 +70,8 @@ def make_optimizer(
     model: nn.Module, s: TrainerSettings
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over ``param_groups`` (the mixers' declared per-parameter settings) and the LRA schedule."""
-    optimizer = torch.optim.AdamW(param_groups(model, s.lr, s.weight_decay), lr=s.lr, betas=(s.beta1, s.beta2),
-                                  eps=s.eps, weight_decay=s.weight_decay)
+    groups = param_groups(model, s.lr, s.weight_decay, peak_factor(s.schedule, s.warmup_steps))
+    optimizer = torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps, weight_decay=s.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.max_steps)
     )
@@ -232,4 +232,4 @@ def train(
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
                        loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"],
-                       param_groups=describe(optimizer))
+                       param_groups=describe(optimizer, peak_factor(s.schedule, s.warmup_steps)))

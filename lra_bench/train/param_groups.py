@@ -15,9 +15,14 @@ from lra_bench.attention.base import TokenMixer
 from lra_bench.errors import ConfigError
 
 
-def param_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, lr: float, weight_decay: float, peak: float = 1.0) -> list[dict[str, Any]]:
     """Groups for ``torch.optim.AdamW``: each {"params", "param_names", "lr", "weight_decay"}; the default group first.
-    Names are ``model.named_parameters()``'s (a DDP wrapper's ``module.`` prefix included)."""
+    Names are ``model.named_parameters()``'s (a DDP wrapper's ``module.`` prefix included).
+
+    ``lr`` is the schedule's base rate and ``peak`` the schedule's largest factor (``schedules.peak_factor``): a
+    declared ``lr_max`` caps the *peak* rate, so a group's base rate is lr·min(1, lr_max / (lr·peak)) and the
+    schedule scales it like the rest (under cosine or constant: min(lr_max, trainer.lr)).
+    """
     declared: dict[str, tuple[float, float]] = {}
     for prefix, module in model.named_modules():
         if not isinstance(module, TokenMixer):
@@ -27,7 +32,7 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict[
             if name not in own:
                 raise ConfigError(f"attention={module.name}: param_settings names {name!r}, which is not one of its "
                                   f"parameters ({', '.join(own)})")
-            group_lr = lr if settings.lr_max is None else min(settings.lr_max, lr)
+            group_lr = lr if settings.lr_max is None else lr * min(1.0, settings.lr_max / (lr * peak))
             group_wd = weight_decay if settings.weight_decay is None else settings.weight_decay
             declared[f"{prefix}.{name}" if prefix else name] = (group_lr, group_wd)
     groups: dict[tuple[float, float], dict[str, Any]] = {
@@ -41,8 +46,12 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float) -> list[dict[
     return [g for g in groups.values() if g["params"]]
 
 
-def describe(optimizer: Any) -> list[dict[str, Any]]:
-    """The optimizer's groups as the run record stores them: names, base learning rate (the schedule's peak) and
-    weight decay, read back from ``optimizer.param_groups``."""
-    return [{"names": list(g.get("param_names", [])), "lr": g.get("initial_lr", g["lr"]),
-             "weight_decay": g["weight_decay"]} for g in optimizer.param_groups]
+def describe(optimizer: Any, peak: float = 1.0) -> list[dict[str, Any]]:
+    """The optimizer's groups as the run record stores them, read back from ``optimizer.param_groups``: names, base
+    learning rate (the schedule's constant), the peak rate it reaches (base·``peak``) and weight decay."""
+    out = []
+    for g in optimizer.param_groups:
+        base = g.get("initial_lr", g["lr"])
+        out.append({"names": list(g.get("param_names", [])), "lr": base, "peak_lr": base * peak,
+                    "weight_decay": g["weight_decay"]})
+    return out
