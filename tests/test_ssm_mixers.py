@@ -166,6 +166,18 @@ def test_the_cap_applies_to_the_peak_rate_of_the_schedule():
     assert [g["peak_lr"] for g in described] == pytest.approx([0.005, 0.001])
 
 
+def test_s4d_dt_lr_null_trains_log_dt_at_the_trainer_rate_without_decay():
+    """The s4 ListOps/Text/Retrieval configs: ``lr: {dt: null, A: 0.001}``."""
+    cfg = OmegaConf.load(CONFIGS / "attention" / "s4d.yaml")
+    cfg.dt_lr = None
+    factory = build_attention_factory(cfg)
+    layer = factory(dim=8, num_heads=1, seq_len=16, dropout=0.0)
+    optimizer, _ = loop.make_optimizer(layer, settings(lr=0.01, weight_decay=0.05))
+    by_names = {tuple(g["param_names"]): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups}
+    assert by_names[("kernel.log_dt",)] == (0.01, 0.0)
+    assert by_names[("kernel.log_A_real", "kernel.A_imag")] == (0.001, 0.0)
+
+
 def test_a_model_without_declarations_keeps_one_group():
     optimizer, _ = loop.make_optimizer(tiny_model("softmax"), settings(lr=0.01, weight_decay=0.1))
     assert len(optimizer.param_groups) == 1

@@ -82,8 +82,10 @@ class S4D(TokenMixer):
         dt_min, dt_max: step-size initialisation range (s4: 0.001, 0.1; Path-X 0.0001).
         init: "lin" (S4D-Lin) or "inv" (S4D-Inv).
         bidirectional: a second kernel over the reversed sequence (LRA is not causal); false = causal.
-        ssm_lr: the SSM's ``log_dt``, ``log_A_real``, ``A_imag`` train with learning rate min(ssm_lr, trainer.lr)
-            and no weight decay (the s4 configs' ``lr: 0.001``); see ``param_settings``.
+        ssm_lr: ``log_A_real`` and ``A_imag`` train with learning rate min(ssm_lr, peak trainer rate) and no weight
+            decay (the s4 configs' ``lr: 0.001``); see ``param_settings``.
+        dt_lr: the same for ``log_dt``; null = the trainer's rate, still without weight decay (the s4 configs'
+            ``lr: {dt: null, A: 0.001}`` of ListOps, Text, Retrieval).
     """
 
     name = "s4d"
@@ -100,6 +102,7 @@ class S4D(TokenMixer):
         init: Literal["lin", "inv"] = "lin",
         bidirectional: bool = True,
         ssm_lr: float = 0.001,
+        dt_lr: float | None = 0.001,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if d_state < 2 or d_state % 2:
@@ -108,16 +111,18 @@ class S4D(TokenMixer):
             raise ConfigError(f"attention=s4d: need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
         if init not in ("lin", "inv"):
             raise ConfigError(f"attention=s4d: init must be 'lin' or 'inv', got {init!r}")
-        if ssm_lr <= 0:
-            raise ConfigError(f"attention=s4d: ssm_lr must be positive, got {ssm_lr}")
-        self.bidirectional, self.ssm_lr = bidirectional, ssm_lr
+        for knob, value in (("ssm_lr", ssm_lr), ("dt_lr", dt_lr)):
+            if value is not None and value <= 0:
+                raise ConfigError(f"attention=s4d: {knob} must be positive (dt_lr may be null), got {value}")
+        self.bidirectional, self.ssm_lr, self.dt_lr = bidirectional, ssm_lr, dt_lr
         self.kernel = S4DKernel(dim, d_state, dt_min, dt_max, init, channels=2 if bidirectional else 1)
         self.D = nn.Parameter(torch.randn(dim))  # (C,)
         self.output_linear = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GLU(dim=-1))  # (C -> 2C -> C)
 
     def param_settings(self) -> dict[str, ParamSettings]:
-        ssm = ParamSettings(lr_max=self.ssm_lr, weight_decay=0.0)
-        return {f"kernel.{name}": ssm for name in ("log_dt", "log_A_real", "A_imag")}
+        a = ParamSettings(lr_max=self.ssm_lr, weight_decay=0.0)
+        return {"kernel.log_dt": ParamSettings(lr_max=self.dt_lr, weight_decay=0.0), "kernel.log_A_real": a,
+                "kernel.A_imag": a}
 
     def ssm(self, u: Tensor) -> Tensor:
         """The linear system alone: u (B, L, C) -> y (B, L, C), D skip included, computed in fp32 (fp64 for fp64)."""
