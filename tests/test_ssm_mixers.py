@@ -8,13 +8,14 @@ import torch
 from omegaconf import OmegaConf
 
 from lra_bench.attention import get_attention_class
+from lra_bench.bench.cell import model_step
 from lra_bench.errors import ConfigError
 from lra_bench.models.factory import build_attention_factory
 from lra_bench.runner import run
 from lra_bench.train import loop
 from lra_bench.train.param_groups import describe
 from lra_bench.train.schedules import peak_factor
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, compose_run
 from tests.test_training import settings, tiny_model
 
 DIM = 6
@@ -192,3 +193,22 @@ def test_the_record_lists_the_groups(smoke_cfg, name):
     assert [(g["lr"], g["weight_decay"]) for g in groups][1] == (0.001, 0.0)
     assert groups[0]["lr"] == 0.01
     assert all(n.startswith("encoder.blocks.") for n in groups[1]["names"])
+
+
+def test_the_benchmark_step_trains_with_the_same_groups(tmp_path, monkeypatch):
+    """Table 2 times the trainer's step with the trainer's optimizer: the SSM group is there too."""
+    built = []
+    real_adamw = torch.optim.AdamW
+
+    def spy(*args, **kwargs):
+        built.append(real_adamw(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(torch.optim, "AdamW", spy)
+    cfg = compose_run(["attention=lru", "profile=smoke", "task=text", "trainer.lr=0.01"], tmp_path,
+                      config_name="benchmark")
+    step, _ = model_step(cfg, n=32, batch=2, device=torch.device("cpu"))
+    step()
+    (optimizer,) = built
+    assert [(g["initial_lr"], g["weight_decay"]) for g in optimizer.param_groups][1] == (0.001, 0.0)
+    assert {n.rsplit(".", 1)[-1] for n in optimizer.param_groups[1]["param_names"]} == {"nu_log", "theta_log"}
