@@ -22,6 +22,7 @@ from lra_bench.files import inside, stable_hash
 from lra_bench.loggers import LoggerSettings
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_class, build_attention_factory
+from lra_bench.models.ssm import LinearDecoder, SSMEncoder
 from lra_bench.records import run_dir
 from lra_bench.train.settings import TrainerSettings
 
@@ -35,7 +36,7 @@ class Plan:
 
     attention: str
     task: Any
-    model: Classifier | DualClassifier
+    model: Classifier | DualClassifier | LinearDecoder
     trainer: TrainerSettings
     logger: LoggerSettings
     seed: int
@@ -89,9 +90,28 @@ def build_task(cfg: DictConfig) -> Any:
     return to_dataclass(cls, OmegaConf.create(values), "task")
 
 
-def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier:
+def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier | LinearDecoder:
     """The classifier for ``task`` with ``cfg.model``'s size and the attention of ``attention_cfg``."""
     model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
+    block = model_kwargs.pop("block", "transformer")
+    if block == "ssm":  # configs/model/ssm.yaml
+        foreign = sorted({"num_heads", "mlp_dim", "positions", "pool"} & set(model_kwargs))
+        if foreign:
+            raise ConfigError(f"model=ssm has no {', '.join(foreign)} (Transformer-block sizes, set by this profile); "
+                              "use profile=s4, or drop them on the command line, e.g. "
+                              + " ".join(f"~model.{k}" for k in foreign))
+        check_kwargs(SSMEncoder, model_kwargs, "model (model=ssm)", supplied=TASK_SUPPLIED_TO_ENCODER)
+        ssm = SSMEncoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
+                         max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+        if task.dual:
+            return DualClassifier(ssm, model_kwargs["dim"], task.num_classes, task.interaction)
+        return LinearDecoder(ssm, task.num_classes)
+    if block != "transformer":
+        raise ConfigError(f"model.block must be 'ssm' (configs/model/ssm.yaml) or absent (the Transformer block of "
+                          f"configs/model/encoder.yaml), got {block!r}")
+    if {"norm", "prenorm"} & set(model_kwargs):
+        raise ConfigError("model.norm and model.prenorm belong to the state-space block: add model=ssm "
+                          "(profile=s4 is written for `model=ssm attention=s4d`)")
     check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
     encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
                       max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)

@@ -241,6 +241,7 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
     record = record_header(p, cfg, outcome.status, outcome.message)
     record.update(_measured_fields(p, outcome, data, dinfo, device, peak))
     record["compiled"] = compiled
+    record["param_groups"] = outcome.result.param_groups if outcome.result else None  # names, lr, weight decay
     result = outcome.result
     record["phases"] = {  # wall seconds; what the rest of wall_time_s is: start-up, model build, record writing
         "data_s": data_seconds,

@@ -34,12 +34,13 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "matched settings (`scripts/bench_peers.py`)."),
     ("build", ("lra_bench.build", "lra_bench.models"),
      "`build.py` turns config sections into a validated task, model, trainer settings and device (`plan(cfg)`), "
-     "for the runner, the benchmark and the scripts alike. `models/` holds the encoder and classifiers and "
-     "`factory.py`, which validates an attention config against its class and returns the partial the encoder "
-     "completes."),
+     "for the runner, the benchmark and the scripts alike. `models/` holds the encoder and classifiers, the "
+     "state-space block of `model=ssm` (`ssm.py`) and `factory.py`, which validates an attention config against its "
+     "class and returns the partial the encoder completes."),
     ("train", ("lra_bench.train",),
-     "The training loop (`loop.py`), the one optimizer step shared with the benchmark (`step.py`), LRA's "
-     "schedules, the typed trainer settings and resumable, checksummed checkpoints."),
+     "The training loop (`loop.py`), the one optimizer step shared with the benchmark (`step.py`), the AdamW "
+     "parameter groups from the mixers' declared settings (`param_groups.py`), LRA's schedules, the typed trainer "
+     "settings and resumable, checksummed checkpoints."),
     ("attention", ("lra_bench.attention",),
      "The zoo: `base.py` holds `TokenMixer` (the contract checks, output dropout and registry) and "
      "`Attention(TokenMixer)` (q/k/v and output projections around `attend`); `_sparse.py` gives the sparse "

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from lra_bench import paper
+from lra_bench.attention import list_attentions
 from lra_bench.records import checksum
 from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import MAX_AREA, bubble_chart, read_popularity
@@ -247,6 +248,26 @@ def test_bubble_chart_ratio_x_params_size_and_paper_overlay(runs, store):
     np.testing.assert_allclose(theirs.get_sizes(), MAX_AREA * mem / mem.max())
     assert "performer (paper)" in {t.get_text() for t in fig.axes[0].texts}
     plt.close(fig)
+
+
+def test_later_work_rows_average_as_printed_and_are_drawn_apart_from_the_paper(runs, store):
+    for name, row in paper.LATER_WORK.items():
+        assert len(row.scores) == len(paper.LATER_TASKS) == 6
+        assert round(sum(row.scores) / 6, 2) == pytest.approx(row.avg6, abs=0.006), name
+        assert "https://arxiv.org/abs/" in row.source, name
+        assert row.attention is None or row.attention in list_attentions()
+    t, _ = table1(runs, "cpu")
+    fig = bubble_chart(t, load_cells(store / "bench"), None, overlay_paper=True)
+    lines = [ln for ln in fig.axes[0].lines if ln.get_gid() == "later"]
+    assert sorted(ln.get_ydata()[0] for ln in lines) == pytest.approx(sorted(r.avg5 for r in paper.LATER_WORK.values()))
+    assert paper.LATER_WORK["S4D-LegS"].avg5 == pytest.approx(83.47)
+    ylim = fig.axes[0].get_ylim()
+    assert ylim[1] > max(r.avg5 for r in paper.LATER_WORK.values())
+    assert "S4D-LegS 83.5 (later work)" in {x.get_text() for x in fig.axes[0].texts}
+    plt.close(fig)
+    plain = bubble_chart(t, load_cells(store / "bench"), None)
+    assert not [ln for ln in plain.axes[0].lines if ln.get_gid() == "later"]
+    plt.close(plain)
 
 
 def test_popularity_csv_errors_and_use(runs, store, tmp_path):

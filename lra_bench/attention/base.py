@@ -13,6 +13,8 @@ Contract (public, documented in docs/attention.md, "Add your own attention"):
     * Outputs at real positions never depend on the content at padded positions. Rows at padded
       query positions must be finite but are otherwise unspecified (pooling ignores them).
     * Anything random (hashes, features, random blocks) is fixed in ``eval()`` mode.
+    * Optional: ``param_settings()`` maps some parameter names to ``ParamSettings`` (a learning-rate cap, a weight
+      decay); the trainer gives those parameters their own AdamW group (state-space ``log_dt``/``A``, LRU ``nu_log``).
 
 Two base classes:
     * ``TokenMixer``: the contract checks, the output dropout and the registry. Mixers without the q/k/v shape
@@ -27,6 +29,7 @@ A subclass declares ``name`` (== file stem == config stem); declaring it registe
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
@@ -35,6 +38,19 @@ from torch import Tensor, nn
 
 from lra_bench.config import fraction
 from lra_bench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ParamSettings:
+    """Optimizer settings a mixer declares for some of its parameters (``TokenMixer.param_settings``).
+
+    lr_max: the parameter trains with learning rate min(lr_max, trainer.lr) (the schedule scales it like the rest);
+        None = trainer.lr.
+    weight_decay: AdamW weight decay for it; None = trainer.weight_decay.
+    """
+
+    lr_max: float | None = None
+    weight_decay: float | None = None
 
 
 class TokenMixer(nn.Module, abc.ABC):
@@ -86,6 +102,12 @@ class TokenMixer(nn.Module, abc.ABC):
     @abc.abstractmethod
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """x: (B, N, C); mask: (B, N) bool, True = real, or None. Returns (B, N, C)."""
+
+    def param_settings(self) -> dict[str, ParamSettings]:
+        """Per-parameter optimizer settings, keyed by the name in ``self.named_parameters()``; the trainer (and the
+        benchmark's step) builds AdamW parameter groups from them and the run record lists the groups. Default:
+        none (every parameter trains with the trainer's learning rate and weight decay)."""
+        return {}
 
     def require_block_fits(self, knob: str, value: int) -> None:
         """A block/chunk knob must be in [1, seq_len]: a clear ConfigError otherwise (before any data is loaded)."""
@@ -164,6 +186,11 @@ def cites_its_source(cls: type) -> bool:
     module = inspect.getmodule(cls)
     text = (cls.__doc__ or "") + ((module.__doc__ or "") if module is not None else "")
     return "http" in text or NO_PAPER in text.lower()
+
+
+def ssm_dtype(x: Tensor) -> torch.dtype:
+    """The dtype a state-space mixer computes its FFT convolution in: fp64 for fp64 input, else fp32 (no half FFTs)."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def list_attentions() -> list[str]:

@@ -8,7 +8,9 @@ y = LRA score, circle AREA ∝ a size (peak memory at that length, parameters, o
 * size: ``memory`` (peak memory growth of that cell), ``params`` (median record params of the attention in
   the profile) or ``popularity`` (a CSV ``attention,value,source`` you supply; none is shipped).
 * ``overlay_paper``: the paper's own points as hollow circles (x = 4K steps/s x 32 or its ratio to the
-  Transformer, y = its Table 1 average, area ∝ its 4K memory on a scale of its own).
+  Transformer, y = its Table 1 average, area ∝ its 4K memory on a scale of its own), and the later work of
+  ``paper.LATER_WORK`` (S4D, S5, LRU, ...) as dotted horizontal lines at their five-task mean (gid ``"later"``):
+  published accuracy without a speed measured like Table 2.
 
 :func:`bubble_chart` returns the Figure; the plotted numbers are in ``fig.bubble_data`` (one row per circle:
 source, attention, x, y, size_value, area) and the left-out attentions with reasons in ``fig.bubble_omitted``.
@@ -23,6 +25,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from lra_bench import paper
 from lra_bench.reports.efficiency import with_ratios
@@ -272,6 +275,23 @@ def paper_points(x: str = "examples_per_s", score_task: str | None = None) -> pd
     return pd.DataFrame(rows)
 
 
+def later_work_levels(score_task: str | None = None) -> list[tuple[str, float]]:
+    """(name, y) of the later-work rows (``paper.LATER_WORK``) on the chart's y axis: their five-task mean (Path-X
+    left out, as the axis), or their ``score_task`` accuracy."""
+    tasks = paper.LATER_TASKS
+    return [(name, row.avg5 if score_task is None else row.scores[tasks.index(score_task)])
+            for name, row in paper.LATER_WORK.items() if score_task is None or score_task in tasks]
+
+
+def _draw_later_work(ax, score_task: str | None) -> None:
+    """Later work as dotted horizontal lines (gid "later"): published accuracy, but no speed measured like Table 2."""
+    for name, y in later_work_levels(score_task):
+        line = ax.axhline(y, color="teal", linestyle=":", linewidth=1.2, zorder=1)
+        line.set_gid("later")
+        ax.annotate(f"{name} {y:.1f} (later work)", xy=(0.005, y), xycoords=("axes fraction", "data"),
+                    fontsize=7.5, color="teal", va="bottom")
+
+
 def _title(meta: dict, device: str | None, score_task: str | None = None) -> str:
     device = device or str(meta.get("device", ""))
     scale = "CPU-scale" if "cpu" in device.lower() else "GPU-scale" if device else ""
@@ -390,6 +410,8 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     ax.set_xscale(xscale)
     ys = pd.concat([plotted["y"], plotted["y_lo"], plotted["y_hi"], pd.Series([chance], dtype=float)]).dropna()
     ys = ys.to_numpy(float)
+    if overlay_paper:
+        ys = np.concatenate([ys, [y for _, y in later_work_levels(score_task)]])
     if chance is not None and math.isfinite(chance):
         ax.axhline(chance, ls="--", color="gray", lw=1, zorder=1, gid="chance")
         ax.annotate(f"majority-class rate {chance:.1f} % (always guessing the commonest class)", (0.005, chance),
@@ -440,10 +462,12 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     size_legend = ax.legend(handles=handles, title=size_titles[size], loc="upper left", bbox_to_anchor=(1.01, 1.0),
                             labelspacing=2.4, borderpad=1.3, handletextpad=3.2, fontsize=8, title_fontsize=8)
     if overlay_paper:
+        _draw_later_work(ax, score_task)
         ax.add_artist(size_legend)
         kinds = [ax.scatter([], [], s=120, color="gray", alpha=0.6, edgecolors="black", label="this reproduction"),
                  ax.scatter([], [], s=120, facecolors="none", edgecolors="gray", linestyle="--",
-                            label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)")]
+                            label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)"),
+                 Line2D([], [], color="teal", linestyle=":", label="later work (published;\nno speed comparable)")]
         ax.legend(handles=kinds, loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=8)
     fig.tight_layout(rect=(0, 0.12 if omitted else 0.09, 1, 1))
     _place_labels(ax, labels)

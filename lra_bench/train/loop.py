@@ -22,7 +22,8 @@ from lra_bench.bench.timing import StepTimer
 from lra_bench.data.batches import eval_batches, train_batches
 from lra_bench.progress import TRAIN_FORMAT, clock, live_bar, training_advice
 from lra_bench.train import checkpoint
-from lra_bench.train.schedules import lr_factor
+from lra_bench.train.param_groups import describe, param_groups
+from lra_bench.train.schedules import lr_factor, peak_factor
 from lra_bench.train.settings import TrainerSettings
 from lra_bench.train.step import autocast, train_step
 
@@ -49,6 +50,7 @@ class TrainResult:
     loop_seconds: float = 0.0  # wall time of the training loop, validation evaluations included (over resumes)
     val_eval_seconds: float = 0.0  # wall time of the validation evaluations (over resumes)
     restarts: int = 0  # how many times training resumed from a checkpoint (preempted, requeued, killed, rerun)
+    param_groups: list[dict[str, object]] = field(default_factory=list)  # param_groups.describe
 
 
 @torch.no_grad()
@@ -74,8 +76,9 @@ def evaluate(model: nn.Module, inputs: np.ndarray, labels: np.ndarray, settings:
 def make_optimizer(
     model: nn.Module, s: TrainerSettings
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    optimizer = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps,
-                                  weight_decay=s.weight_decay)
+    """AdamW over ``param_groups`` (the mixers' declared per-parameter settings) and the LRA schedule."""
+    groups = param_groups(model, s.lr, s.weight_decay, peak_factor(s.schedule, s.warmup_steps))
+    optimizer = torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps, weight_decay=s.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.max_steps)
     )
@@ -265,4 +268,5 @@ def train(
     core.load_state_dict(best_state)
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
-                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"], restarts=restarts)
+                       loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"], restarts=restarts,
+                       param_groups=describe(optimizer, peak_factor(s.schedule, s.warmup_steps)))

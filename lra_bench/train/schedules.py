@@ -42,3 +42,8 @@ def lr_factor(step: int, schedule: Schedule, warmup_steps: int, total_steps: int
     if schedule not in DECAY:
         check_choice("trainer", "schedule", schedule, Schedule)  # raises ConfigError naming the valid ones
     return DECAY[schedule](warm, step, warmup_steps, total_steps)
+
+
+def peak_factor(schedule: Schedule, warmup_steps: int) -> float:
+    """The largest ``lr_factor`` of a run: rsqrt peaks at 1/sqrt(warmup) when the warm-up ends, the others at 1."""
+    return 1.0 / math.sqrt(max(warmup_steps, 1)) if schedule == "rsqrt" else 1.0

@@ -1,0 +1,148 @@
+"""S4D: a diagonal state-space layer applied as a long convolution.
+
+Gu, Gupta, Goel & Ré 2022, "On the Parameterization and Initialization of Diagonal State Space Models",
+https://arxiv.org/abs/2206.11893. Parameterisation of the s4 repository's minimal S4D (``models/s4/s4d.py`` of
+https://github.com/state-spaces/s4), parameter names kept: per channel ``log_dt`` log-uniform in
+[``dt_min``, ``dt_max``]; ``A = -exp(log_A_real) + i·A_imag`` over ``d_state / 2`` complex modes (their conjugates
+are implied: the output is ``2·Re``); complex ``C`` stored with ``view_as_real``; ``B = 1``; zero-order hold
+``Ā = exp(dt·A)``, ``B̄ = (exp(dt·A) − 1) / A``; the Vandermonde kernel ``K_l = 2·Re(Σ_n C_n B̄_n Ā_n^l)``; an FFT
+convolution of size 2N; the ``D`` skip; GELU, dropout, then Linear(C → 2C) + GLU as the output mixing.
+
+Bidirectional (the s4 LRA configs' ``bidirectional: true``): a second ``C`` gives a second kernel that runs over
+the reversed sequence, y = causal(u, K⁰) + flip(causal(flip(u), K¹)) + D·u. The s4 repository builds the same sum
+from one padded kernel whose reverse half is shifted by one position (a choice its code comments call deliberate);
+here the backward part is exactly the forward system run on the reversed sequence. Both parts share one FFT of
+size 2N. Padded positions are zeroed before the convolution, so with right padding the outputs at real tokens equal
+the truncated input's in both directions.
+
+Time O(B·N·C·log N + C·d_state·N) (kernel), memory O(B·N·C + C·d_state·N); no N × N tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import Tensor, nn
+
+from lra_bench.attention.base import ParamSettings, TokenMixer, ssm_dtype
+from lra_bench.errors import ConfigError
+
+
+class S4DKernel(nn.Module):
+    """The diagonal SSM's convolution kernels: ``forward(L)`` -> (channels, C, L).
+
+    Args:
+        dim: channels H of the layer (one independent SSM per channel).
+        d_state: state size N; N / 2 complex modes are stored, their conjugates implied.
+        dt_min, dt_max: range of the log-uniform step size initialisation.
+        init: "lin" (S4D-Lin: A_n = -1/2 + iπn) or "inv" (S4D-Inv: A_n = -1/2 + i(N/π)(N/(2n+1) − 1)).
+        channels: kernels per SSM (2 when bidirectional: forward and backward ``C``).
+    """
+
+    def __init__(self, dim: int, d_state: int, dt_min: float, dt_max: float, init: str, channels: int) -> None:
+        super().__init__()
+        modes = d_state // 2
+        log_dt = torch.rand(dim) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)  # (C,)
+        self.log_dt = nn.Parameter(log_dt)
+        self.C = nn.Parameter(torch.view_as_real(torch.randn(channels, dim, modes, dtype=torch.cfloat)))  # (c, C, n, 2)
+        self.log_A_real = nn.Parameter(torch.log(0.5 * torch.ones(dim, modes)))  # (C, n)
+        n = torch.arange(modes, dtype=torch.float32)
+        imag = math.pi * n if init == "lin" else d_state / math.pi * (d_state / (2 * n + 1) - 1)
+        self.A_imag = nn.Parameter(imag.repeat(dim, 1))  # (C, n)
+
+    def _dt_a(self) -> tuple[Tensor, Tensor]:
+        """(dt·A, A), each (C, n) complex."""
+        a = -torch.exp(self.log_A_real) + 1j * self.A_imag  # (C, n)
+        return a * torch.exp(self.log_dt)[:, None], a
+
+    def discrete(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The zero-order-hold system (Ā (C, n), B̄ (C, n), C (c, C, n)), complex: x_l = Ā x_{l-1} + B̄ u_l,
+        y_l = 2·Re(C x_l). The kernel is its impulse response."""
+        dta, a = self._dt_a()
+        return torch.exp(dta), (torch.exp(dta) - 1.0) / a, torch.view_as_complex(self.C)
+
+    def forward(self, length: int) -> Tensor:
+        dta, a = self._dt_a()
+        c = torch.view_as_complex(self.C) * (torch.exp(dta) - 1.0) / a  # (c, C, n): C·B̄
+        steps = torch.arange(length, device=dta.device, dtype=self.log_dt.dtype)  # (L,)
+        vandermonde = torch.exp(dta[..., None] * steps)  # (C, n, L): Ā^l
+        return 2 * torch.einsum("khn,hnl->khl", c, vandermonde).real  # (c, C, L)
+
+
+class S4D(TokenMixer):
+    """A diagonal SSM per channel as a long convolution, then GELU and a GLU output mixing.
+
+    Args:
+        dim, num_heads, seq_len, dropout: supplied by the encoder (see ``TokenMixer``); heads are unused.
+        d_state: state size N per channel (N / 2 complex modes); s4's LRA configs use 64 (image, Pathfinder) or 4.
+        dt_min, dt_max: step-size initialisation range (s4: 0.001, 0.1; Path-X 0.0001).
+        init: "lin" (S4D-Lin) or "inv" (S4D-Inv).
+        bidirectional: a second kernel over the reversed sequence (LRA is not causal); false = causal.
+        ssm_lr: ``log_A_real`` and ``A_imag`` train with learning rate min(ssm_lr, peak trainer rate) and no weight
+            decay (the s4 configs' ``lr: 0.001``); see ``param_settings``.
+        dt_lr: the same for ``log_dt``; null = the trainer's rate, still without weight decay (the s4 configs'
+            ``lr: {dt: null, A: 0.001}`` of ListOps, Text, Retrieval).
+    """
+
+    name = "s4d"
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        seq_len: int,
+        dropout: float,
+        d_state: int = 64,
+        dt_min: float = 0.001,
+        dt_max: float = 0.1,
+        init: Literal["lin", "inv"] = "lin",
+        bidirectional: bool = True,
+        ssm_lr: float = 0.001,
+        dt_lr: float | None = 0.001,
+    ) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        if d_state < 2 or d_state % 2:
+            raise ConfigError(f"attention=s4d: d_state must be an even number >= 2 (N/2 complex modes), got {d_state}")
+        if not 0.0 < dt_min <= dt_max:
+            raise ConfigError(f"attention=s4d: need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
+        if init not in ("lin", "inv"):
+            raise ConfigError(f"attention=s4d: init must be 'lin' or 'inv', got {init!r}")
+        for knob, value in (("ssm_lr", ssm_lr), ("dt_lr", dt_lr)):
+            if value is not None and value <= 0:
+                raise ConfigError(f"attention=s4d: {knob} must be positive (dt_lr may be null), got {value}")
+        self.bidirectional, self.ssm_lr, self.dt_lr = bidirectional, ssm_lr, dt_lr
+        self.kernel = S4DKernel(dim, d_state, dt_min, dt_max, init, channels=2 if bidirectional else 1)
+        self.D = nn.Parameter(torch.randn(dim))  # (C,)
+        self.output_linear = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GLU(dim=-1))  # (C -> 2C -> C)
+
+    def param_settings(self) -> dict[str, ParamSettings]:
+        a = ParamSettings(lr_max=self.ssm_lr, weight_decay=0.0)
+        return {"kernel.log_dt": ParamSettings(lr_max=self.dt_lr, weight_decay=0.0), "kernel.log_A_real": a,
+                "kernel.A_imag": a}
+
+    def ssm(self, u: Tensor) -> Tensor:
+        """The linear system alone: u (B, L, C) -> y (B, L, C), D skip included, computed in fp32 (fp64 for fp64)."""
+        dtype = ssm_dtype(u)
+        n = u.shape[1]
+        k = self.kernel(n).to(dtype)  # (c, C, L)
+        if self.bidirectional:  # one circular kernel of size 2L: forward taps, a zero, backward taps reversed
+            k = torch.cat([k[0, :, :1] + k[1, :, :1], k[0, :, 1:], torch.zeros_like(k[0, :, :1]),
+                           k[1, :, 1:].flip(-1)], dim=-1)  # (C, 2L)
+        else:
+            k = k[0]  # (C, L), zero-padded to 2L by the FFT
+        v = rearrange(u.to(dtype), "b l c -> b c l")
+        y = torch.fft.irfft(torch.fft.rfft(v, n=2 * n) * torch.fft.rfft(k, n=2 * n), n=2 * n)[..., :n]  # (B, C, L)
+        y = rearrange(y, "b c l -> b l c") + u.to(dtype) * self.D.to(dtype)  # (B, L, C)
+        return y
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.check_input(x, mask)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            if mask is not None:
+                x = x.masked_fill(~mask[..., None], 0.0)  # (B, N, C): padding never enters the convolution
+            y = self.out_drop(F.gelu(self.ssm(x)))  # (B, N, C)
+        return self.output_linear(y.to(x.dtype))

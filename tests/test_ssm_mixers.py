@@ -1,0 +1,214 @@
+"""The state-space mixers (S4D, LRU) against their explicit recurrences in float64, and the per-parameter optimizer
+settings they declare (the trainer's AdamW groups, read back from ``optimizer.param_groups``, and the run record)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from lra_bench.attention import get_attention_class
+from lra_bench.bench.cell import model_step
+from lra_bench.errors import ConfigError
+from lra_bench.models.factory import build_attention_factory
+from lra_bench.runner import run
+from lra_bench.train import loop
+from lra_bench.train.param_groups import describe
+from lra_bench.train.schedules import peak_factor
+from tests.conftest import CONFIGS, compose_run
+from tests.test_training import settings, tiny_model
+
+DIM = 6
+
+
+def make(name: str, bidirectional: bool, seed: int = 0):
+    torch.manual_seed(seed)
+    cfg = OmegaConf.load(CONFIGS / "attention" / f"{name}.yaml")
+    cfg.bidirectional = bidirectional
+    if name == "s4d":
+        cfg.d_state = 8
+    else:
+        cfg.d_state, cfg.r_min, cfg.max_phase = 5, 0.5, 3.0  # a wide ring: fast and slow, rotating modes
+    return build_attention_factory(cfg)(dim=DIM, num_heads=1, seq_len=300, dropout=0.0).double().eval()
+
+
+def s4d_loop(layer, u: torch.Tensor, channel: int) -> torch.Tensor:
+    """The discretised system step by step: x_l = Ā x_{l-1} + B̄ u_l, y_l = 2 Re(C x_l); u (B, L, C), no D."""
+    a_bar, b_bar, c = layer.kernel.discrete()  # (C, n), (C, n), (k, C, n)
+    x = torch.zeros(u.shape[0], *a_bar.shape, dtype=a_bar.dtype)  # (B, C, n)
+    out = []
+    for t in range(u.shape[1]):
+        x = a_bar * x + b_bar * u[:, t, :, None]
+        out.append(2 * (c[channel] * x).sum(-1).real)  # (B, C)
+    return torch.stack(out, dim=1)
+
+
+def lru_loop(layer, u: torch.Tensor, direction: int) -> torch.Tensor:
+    """The LRU recurrence step by step: x_t = λ x_{t-1} + γ ⊙ (B u_t), y_t = Re(C x_t); u (B, L, C), no D."""
+    lam = torch.exp(torch.complex(-torch.exp(layer.nu_log[direction]), torch.exp(layer.theta_log[direction])))
+    gamma = torch.exp(layer.gamma_log[direction])  # (S,)
+    b = torch.complex(layer.B_re[direction], layer.B_im[direction])  # (S, C)
+    c = torch.complex(layer.C_re[direction], layer.C_im[direction])  # (C, S)
+    x = torch.zeros(u.shape[0], lam.shape[0], dtype=lam.dtype)  # (B, S)
+    out = []
+    for t in range(u.shape[1]):
+        x = lam * x + gamma * (u[:, t].to(b.dtype) @ b.T)
+        out.append((x @ c.T).real)  # (B, C)
+    return torch.stack(out, dim=1)
+
+
+LOOPS = {"s4d": s4d_loop, "lru": lru_loop}
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("name", ["s4d", "lru"])
+@pytest.mark.parametrize("length", [1, 7, 300])
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["causal", "bidirectional"])
+def test_ssm_matches_its_recurrence_in_float64(name, length, bidirectional):
+    """The FFT convolution equals the explicit recurrence; bidirectional = forward part + backward part (the same
+    recurrence run over the reversed sequence with the second direction's parameters, flipped back) + D once."""
+    layer = make(name, bidirectional)
+    u = torch.randn(2, length, DIM, dtype=torch.float64)
+    with torch.no_grad():
+        expected = LOOPS[name](layer, u, 0) + u * layer.D
+        if bidirectional:
+            expected = expected + LOOPS[name](layer, u.flip(1), 1).flip(1)
+        got = layer.ssm(u)
+    assert got.dtype == torch.float64 and got.shape == u.shape
+    assert rel_err(got, expected) <= 1e-6
+
+
+@pytest.mark.parametrize("name", ["s4d", "lru"])
+def test_bidirectional_is_the_sum_of_its_two_causal_parts(name):
+    """The bidirectional layer's output = a causal layer with the first direction's parameters + one with the second
+    direction's parameters on the reversed sequence (flipped back), D counted once."""
+    both = make(name, bidirectional=True)
+    forward, backward = make(name, bidirectional=False), make(name, bidirectional=False)
+    with torch.no_grad():
+        for part, index in ((forward, 0), (backward, 1)):
+            for pname, p in part.named_parameters():
+                p.copy_(both.get_parameter(pname)[index : index + 1] if p.shape != both.get_parameter(pname).shape
+                        else both.get_parameter(pname))
+        u = torch.randn(2, 40, DIM, dtype=torch.float64)
+        expected = forward.ssm(u) + backward.ssm(u.flip(1)).flip(1) - u * both.D
+        assert rel_err(both.ssm(u), expected) <= 1e-10
+
+
+def test_s4d_kernel_is_the_impulse_response():
+    layer = make("s4d", bidirectional=True)
+    with torch.no_grad():
+        k = layer.kernel(50)  # (2, C, 50)
+        impulse = torch.zeros(1, 50, DIM, dtype=torch.float64)
+        impulse[:, 0] = 1.0
+        response = s4d_loop(layer, impulse, 1)[0].T  # (C, 50)
+    assert k.shape == (2, DIM, 50)
+    assert rel_err(k[1], response) <= 1e-6
+
+
+def test_s4d_initialisations_follow_the_paper():
+    lin = get_attention_class("s4d")(dim=4, num_heads=1, seq_len=16, dropout=0.0, d_state=8, init="lin")
+    inv = get_attention_class("s4d")(dim=4, num_heads=1, seq_len=16, dropout=0.0, d_state=8, init="inv")
+    torch.testing.assert_close(lin.kernel.log_A_real.exp(), torch.full((4, 4), 0.5))
+    torch.testing.assert_close(lin.kernel.A_imag[0], torch.pi * torch.arange(4.0))
+    torch.testing.assert_close(inv.kernel.A_imag[0], 8 / torch.pi * (8 / (2 * torch.arange(4.0) + 1) - 1))
+    dt = lin.kernel.log_dt.exp()
+    assert ((dt >= 0.001) & (dt <= 0.1)).all()
+
+
+def test_lru_initialisation_lies_on_its_ring_and_is_normalised():
+    layer = get_attention_class("lru")(dim=4, num_heads=1, seq_len=16, dropout=0.0, d_state=512, r_min=0.4,
+                                       r_max=0.8, max_phase=1.0)
+    modulus = torch.exp(-torch.exp(layer.nu_log))
+    assert (modulus >= 0.4 - 1e-6).all() and (modulus <= 0.8 + 1e-6).all()
+    assert (torch.exp(layer.theta_log) <= 1.0).all()
+    torch.testing.assert_close(torch.exp(layer.gamma_log), torch.sqrt(1 - modulus**2))
+
+
+@pytest.mark.parametrize(("name", "knob", "bad"), [
+    ("s4d", "d_state", 3), ("s4d", "init", "legs"), ("s4d", "dt_min", 0.0), ("s4d", "ssm_lr", 0.0),
+    ("lru", "r_max", 1.5), ("lru", "d_state", 0), ("lru", "max_phase", 0.0),
+])
+def test_bad_knob_is_a_config_error_naming_it(name, knob, bad):
+    with pytest.raises(ConfigError, match=knob):
+        get_attention_class(name)(dim=8, num_heads=1, seq_len=16, dropout=0.0, **{knob: bad})
+
+
+@pytest.mark.parametrize(("name", "declared"), [
+    ("s4d", {"kernel.log_dt", "kernel.log_A_real", "kernel.A_imag"}), ("lru", {"nu_log", "theta_log"}),
+])
+@pytest.mark.parametrize("lr", [0.01, 0.0005])
+def test_optimizer_groups_hold_the_declared_settings(name, declared, lr):
+    model = tiny_model(name)
+    optimizer, _ = loop.make_optimizer(model, settings(lr=lr, weight_decay=0.05))
+    groups = optimizer.param_groups
+    assert len(groups) == 2
+    default, ssm = groups
+    assert {n.split(".", 4)[-1] for n in ssm["param_names"]} == declared  # encoder.blocks.0.attn.<name>
+    assert ssm["lr"] == min(0.001, lr) and ssm["weight_decay"] == 0.0
+    assert default["lr"] == lr and default["weight_decay"] == 0.05
+    by_name = dict(model.named_parameters())
+    assert all(by_name[n] is p for g in groups for n, p in zip(g["param_names"], g["params"], strict=True))
+    assert sum(len(g["params"]) for g in groups) == len(by_name)
+
+
+def test_the_cap_applies_to_the_peak_rate_of_the_schedule():
+    """Under rsqrt (peak = lr/sqrt(warmup)) the declared cap bounds the rate actually reached, not the constant."""
+    s = settings(lr=0.05, schedule="rsqrt", warmup_steps=100)
+    optimizer, scheduler = loop.make_optimizer(tiny_model("lru"), s)
+    for _ in range(100):  # to the end of the warm-up: the peak
+        optimizer.step()
+        scheduler.step()
+    default, ssm = (g["lr"] for g in optimizer.param_groups)
+    assert default == pytest.approx(0.005) and ssm == pytest.approx(0.001)
+    described = describe(optimizer, peak_factor("rsqrt", 100))
+    assert [g["peak_lr"] for g in described] == pytest.approx([0.005, 0.001])
+
+
+def test_s4d_dt_lr_null_trains_log_dt_at_the_trainer_rate_without_decay():
+    """The s4 ListOps/Text/Retrieval configs: ``lr: {dt: null, A: 0.001}``."""
+    cfg = OmegaConf.load(CONFIGS / "attention" / "s4d.yaml")
+    cfg.dt_lr = None
+    factory = build_attention_factory(cfg)
+    layer = factory(dim=8, num_heads=1, seq_len=16, dropout=0.0)
+    optimizer, _ = loop.make_optimizer(layer, settings(lr=0.01, weight_decay=0.05))
+    by_names = {tuple(g["param_names"]): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups}
+    assert by_names[("kernel.log_dt",)] == (0.01, 0.0)
+    assert by_names[("kernel.log_A_real", "kernel.A_imag")] == (0.001, 0.0)
+
+
+def test_a_model_without_declarations_keeps_one_group():
+    optimizer, _ = loop.make_optimizer(tiny_model("softmax"), settings(lr=0.01, weight_decay=0.1))
+    assert len(optimizer.param_groups) == 1
+    assert optimizer.param_groups[0]["lr"] == 0.01 and optimizer.param_groups[0]["weight_decay"] == 0.1
+
+
+@pytest.mark.parametrize("name", ["s4d", "lru"])
+def test_the_record_lists_the_groups(smoke_cfg, name):
+    record = run(smoke_cfg(f"attention={name}", "trainer.max_steps=4", "trainer.eval_every=2", "trainer.lr=0.01"))
+    assert record["status"] == "ok", record["message"]
+    groups = record["param_groups"]
+    assert [(g["lr"], g["weight_decay"]) for g in groups][1] == (0.001, 0.0)
+    assert groups[0]["lr"] == 0.01
+    assert all(n.startswith("encoder.blocks.") for n in groups[1]["names"])
+
+
+def test_the_benchmark_step_trains_with_the_same_groups(tmp_path, monkeypatch):
+    """Table 2 times the trainer's step with the trainer's optimizer: the SSM group is there too."""
+    built = []
+    real_adamw = torch.optim.AdamW
+
+    def spy(*args, **kwargs):
+        built.append(real_adamw(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(torch.optim, "AdamW", spy)
+    cfg = compose_run(["attention=lru", "profile=smoke", "task=text", "trainer.lr=0.01"], tmp_path,
+                      config_name="benchmark")
+    step, _ = model_step(cfg, n=32, batch=2, device=torch.device("cpu"))
+    step()
+    (optimizer,) = built
+    assert [(g["initial_lr"], g["weight_decay"]) for g in optimizer.param_groups][1] == (0.001, 0.0)
+    assert {n.rsplit(".", 1)[-1] for n in optimizer.param_groups[1]["param_names"]} == {"nu_log", "theta_log"}
