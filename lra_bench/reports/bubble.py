@@ -464,7 +464,8 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     if overlay_paper:
         _draw_later_work(ax, score_task)
         ax.add_artist(size_legend)
-        kinds = [ax.scatter([], [], s=120, color="gray", alpha=0.6, edgecolors="black", label="this reproduction"),
+        ours_label = f"these runs ({meta['device']},\nbatch {batch}, N={n})"  # never two devices unlabelled
+        kinds = [ax.scatter([], [], s=120, color="gray", alpha=0.6, edgecolors="black", label=ours_label),
                  ax.scatter([], [], s=120, facecolors="none", edgecolors="gray", linestyle="--",
                             label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)"),
                  Line2D([], [], color="teal", linestyle=":", label="later work (published;\nno speed comparable)")]
