@@ -149,7 +149,7 @@ def test_preemption_signal_checkpoints_requeues_and_resumes_to_the_same_record(s
     out, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, out[-4000:]
     logs = job_logs(tmp_path)
-    assert "preempted at step" in logs and "resuming from" in logs, logs[-4000:]
+    assert "preempted by SIGUSR2 at step" in logs and "resuming from" in logs, logs[-4000:]
     assert f"{job}|REQUEUED" in states(slurm, job), states(slurm, job)  # the engine requeued it
     assert states(slurm, job)[-1] == f"{job}|COMPLETED"
     (rec,) = read_records(tmp_path / "runs")
