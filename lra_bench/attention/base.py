@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
@@ -206,3 +207,22 @@ def get_attention_class(name: str) -> type[TokenMixer]:
     if name not in TokenMixer._registry:
         raise ConfigError(f"unknown attention {name!r}; valid names: {', '.join(names)}")
     return TokenMixer._registry[name]
+
+
+class SSMMixer(TokenMixer):
+    """The block shared by the state-space mixers (``s4d``, ``lru``): padded positions zeroed, the linear system
+    ``ssm(u)`` ((B, L, C) -> (B, L, C), D skip included) in fp32 outside autocast, GELU, output dropout, then the
+    subclass's ``output_linear`` (Linear(C -> 2C) + GLU). Subclasses set ``name`` and implement ``ssm``."""
+
+    output_linear: nn.Module
+
+    @abc.abstractmethod
+    def ssm(self, u: Tensor) -> Tensor: ...
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        self.check_input(x, mask)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            if mask is not None:
+                x = x.masked_fill(~mask[..., None], 0.0)  # (B, N, C): padding never enters the system
+            y = self.out_drop(F.gelu(self.ssm(x)))  # (B, N, C)
+        return self.output_linear(y.to(x.dtype))

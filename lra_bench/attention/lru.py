@@ -21,14 +21,13 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lra_bench.attention.base import ParamSettings, TokenMixer, ssm_dtype
+from lra_bench.attention.base import ParamSettings, SSMMixer, ssm_dtype
 from lra_bench.errors import ConfigError
 
 
-class LRU(TokenMixer):
+class LRU(SSMMixer):
     """Linear Recurrent Unit (one or two directions), then GELU and a GLU output mixing.
 
     Args:
@@ -103,11 +102,3 @@ class LRU(TokenMixer):
         y = torch.einsum("bdsl,dcs->bdlc", states, c).real  # (B, d, L, C)
         y = y[:, 0] + (y[:, 1].flip(1) if self.bidirectional else 0.0)  # (B, L, C)
         return y + u * self.D.to(dtype)
-
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        self.check_input(x, mask)
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            if mask is not None:
-                x = x.masked_fill(~mask[..., None], 0.0)  # (B, N, C): padding never enters the recurrence
-            y = self.out_drop(F.gelu(self.ssm(x)))  # (B, N, C)
-        return self.output_linear(y.to(x.dtype))

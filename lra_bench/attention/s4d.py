@@ -24,11 +24,10 @@ import math
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention.base import ParamSettings, TokenMixer, ssm_dtype
+from lra_bench.attention.base import ParamSettings, SSMMixer, ssm_dtype
 from lra_bench.errors import ConfigError
 
 
@@ -73,7 +72,7 @@ class S4DKernel(nn.Module):
         return 2 * torch.einsum("khn,hnl->khl", c, vandermonde).real  # (c, C, L)
 
 
-class S4D(TokenMixer):
+class S4D(SSMMixer):
     """A diagonal SSM per channel as a long convolution, then GELU and a GLU output mixing.
 
     Args:
@@ -138,11 +137,3 @@ class S4D(TokenMixer):
         y = torch.fft.irfft(torch.fft.rfft(v, n=2 * n) * torch.fft.rfft(k, n=2 * n), n=2 * n)[..., :n]  # (B, C, L)
         y = rearrange(y, "b c l -> b l c") + u.to(dtype) * self.D.to(dtype)  # (B, L, C)
         return y
-
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        self.check_input(x, mask)
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            if mask is not None:
-                x = x.masked_fill(~mask[..., None], 0.0)  # (B, N, C): padding never enters the convolution
-            y = self.out_drop(F.gelu(self.ssm(x)))  # (B, N, C)
-        return self.output_linear(y.to(x.dtype))
