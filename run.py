@@ -18,10 +18,16 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import NoReturn
 
 EXIT_CONFIG, EXIT_FAILED, EXIT_BUSY, EXIT_PREEMPTED = 2, 1, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C, stopped on purpose (checkpointed; not a requeue)
 SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
+
+
+# the running job's process; the preemption signal this process got (while starting, or the sweep's); the handlers
+# ours replaced (a scheduler's)
+_sweep = {"child": None, "signal": None, "previous": {}}
 
 
 def exit_code_for(signal_name: str | None) -> int:
@@ -33,9 +39,16 @@ def _on_signal_while_starting(signum: int, frame: object) -> None:
     """Until a run (``runner.stop_on_signals``) or a sweep's parent (``_on_sweep_signal``) takes the signals over --
     imports, config composition, the model build -- a preemption ends the process with the requeue code, not 143:
     nothing has started that could be lost."""
+    _sweep["signal"] = signum  # kept: a SystemExit raised while a __del__ or a gc callback runs is swallowed
+    # ("Exception ignored in ..."; seen in CI: the line printed, then the run trained on), so main() and
+    # run_job_in_child() look at it again before anything starts
+    _stop_while_starting(signum)
+
+
+def _stop_while_starting(signum: int) -> NoReturn:
     name = signal.Signals(signum).name
     print(f"{'interrupted' if name == 'SIGINT' else 'preempted'}: {name} while starting, before any run began; "
-          "rerun the same command", file=sys.stderr)
+          "rerun the same command", file=sys.stderr, flush=True)
     raise SystemExit(exit_code_for(name))
 
 
@@ -78,8 +91,6 @@ OmegaConf.register_new_resolver("lra_attentions", attention_names_for_help)
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHILD_ENV = SWEEP_JOB_ENV  # marks the process of a multirun job (no progress bars there)
 JOB_STOP_WAIT_S = 120  # how long a sweep's parent waits for its jobs to checkpoint after passing them a signal
-# the running job's process; the preemption signal the sweep got; the handlers ours replaced (a scheduler's)
-_sweep = {"child": None, "signal": None, "previous": {}}
 
 
 def _job_processes() -> list[int]:
@@ -224,6 +235,8 @@ def main(cfg: DictConfig) -> float | None:
 
     if HydraConfig.get().mode == RunMode.MULTIRUN and not os.environ.get(CHILD_ENV):
         return run_job_in_child(cfg)
+    if _sweep["signal"] is not None:  # a start-up signal whose SystemExit was swallowed (see the handler)
+        _stop_while_starting(_sweep["signal"])
     try:
         record = run(cfg)
     except RunInProgress as e:

@@ -307,6 +307,41 @@ def test_sigterm_while_starting_exits_for_requeue(tmp_path, sweep):
     assert not list((tmp_path / "runs").rglob(RECORD_NAME))
 
 
+# a __del__ that gets the signal while run.py imports hydra: Python swallows the handler's SystemExit there
+SWALLOWED_SIGTERM = """
+import os, runpy, signal, sys
+
+class Bomb:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(100_000):  # the handler runs here, inside __del__
+            pass
+
+class OnHydraImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "hydra":
+            sys.meta_path.remove(self)
+            Bomb()  # dropped at once: its __del__ runs now, after run.py installed its handlers
+        return None
+
+sys.meta_path.insert(0, OnHydraImport())
+sys.argv = ["run.py", *sys.argv[1:]]
+runpy.run_path("run.py", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sweep", [False, True])
+def test_sigterm_whose_exit_python_swallowed_still_stops_before_any_run(tmp_path, sweep):
+    args = [*(["-m", "attention=softmax,linear"] if sweep else []), *SMOKE]
+    out = subprocess.run([sys.executable, "-c", SWALLOWED_SIGTERM, *args], cwd=ROOT, env=env_for(tmp_path),
+                         capture_output=True, text=True, timeout=300)
+    assert "Exception ignored" in out.stderr and "SystemExit: 75" in out.stderr, out.stderr[-3000:]  # swallowed
+    assert out.returncode == 75, out.stderr[-3000:]
+    assert "rerun the same" in out.stderr
+    assert not list((tmp_path / "runs").rglob(RECORD_NAME))
+
+
 # --------------------------------------------------------------------------- 10: nothing leaks after a kill
 
 
