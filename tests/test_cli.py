@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from lra_bench.attention import list_attentions
-from tests.conftest import ROOT
+from lra_bench.errors import LRABenchError
+from lra_bench.runner import run
+from tests.conftest import ROOT, compose_run
 
 
 def run_cli(tmp_path: Path, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
@@ -57,27 +59,37 @@ def test_unknown_task_or_profile_lists_valid_options(tmp_path, group, bad):
     assert "listops" in proc.stderr if group == "task" else "smoke" in proc.stderr
 
 
-@pytest.mark.parametrize(
-    "override, message",
-    [
-        ("trainer.batch_size=abc", "trainer: option 'batch_size' must be of type int, got 'abc'"),
-        ("trainer.max_steps=0", "trainer.max_steps must be > 0"),
-        ("trainer.lr=-0.1", "trainer.lr must be > 0"),
-        ("model.num_heads=3", "must be a positive multiple of model.num_heads=3"),
-        ("+attention.not_a_knob=1", "attention=softmax: unknown option 'not_a_knob'"),
-        ("+trainer.bacth_size=8", "trainer: unknown option 'bacth_size'"),
-        ("model.pool=max", "model: option 'pool' must be of type"),
-        ("task.data_dir=/definitely/missing", "task.data_dir=/definitely/missing does not exist"),
-        ("attention=local attention.block_size=5000", "attention=local: block_size=5000 must be between 1 and seq_len"),
-        ("trainer.batch_size=0", "trainer.batch_size must be > 0"),
-        ("attention=performer attention.nb_features=0", "attention=performer: nb_features must be > 0"),
-    ],
-)
+BAD_CONFIGS = [
+    ("trainer.batch_size=abc", "trainer: option 'batch_size' must be of type int, got 'abc'"),
+    ("trainer.max_steps=0", "trainer.max_steps must be > 0"),
+    ("trainer.lr=-0.1", "trainer.lr must be > 0"),
+    ("model.num_heads=3", "must be a positive multiple of model.num_heads=3"),
+    ("+attention.not_a_knob=1", "attention=softmax: unknown option 'not_a_knob'"),
+    ("+trainer.bacth_size=8", "trainer: unknown option 'bacth_size'"),
+    ("model.pool=max", "model: option 'pool' must be of type"),
+    ("task.data_dir=/definitely/missing", "task.data_dir=/definitely/missing does not exist"),
+    ("attention=local attention.block_size=5000", "attention=local: block_size=5000 must be between 1 and seq_len"),
+    ("trainer.batch_size=0", "trainer.batch_size must be > 0"),
+    ("attention=performer attention.nb_features=0", "attention=performer: nb_features must be > 0"),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD_CONFIGS)
 def test_bad_config_fails_before_any_data(tmp_path, override, message):
+    """What run.py's main() runs, in this process (a fresh interpreter per case costs 5 s each); the command line
+    around it -- exit code 2, the message once, no traceback -- is the next test's."""
+    cfg = compose_run(["profile=smoke", *override.split()], tmp_path)
+    with pytest.raises(LRABenchError) as error:
+        run(cfg)
+    assert message in str(error.value)
+    assert not records(tmp_path) and not (tmp_path / "cache" / "listops").exists()
+
+
+@pytest.mark.parametrize("override, message", [BAD_CONFIGS[0], BAD_CONFIGS[7], BAD_CONFIGS[8]])
+def test_bad_config_on_the_command_line_is_one_line_and_exit_code_2(tmp_path, override, message):
     proc = run_cli(tmp_path, "profile=smoke", *override.split())
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count(message) == 1 and "Traceback" not in proc.stderr
     assert not records(tmp_path) and not (tmp_path / "cache" / "listops").exists()
 
 

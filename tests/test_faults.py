@@ -257,7 +257,7 @@ def test_two_processes_write_one_store_without_loss_or_mixing(tmp_path):
 
 @pytest.mark.slow
 def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
-    args = ["-m", "attention=softmax,linear,local", "profile=smoke", "trainer.max_steps=60", "trainer.eval_every=30"]
+    args = ["-m", "attention=softmax,linear", "profile=smoke", "trainer.max_steps=60", "trainer.eval_every=30"]
     proc = subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
@@ -267,12 +267,12 @@ def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep, job children included
     proc.wait()
     done = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("record.json")}
-    assert 1 <= len(done) < 3
+    assert len(done) == 1  # killed while the second job ran
     again = subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(tmp_path),
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     recs = read_records(tmp_path / "runs")
-    assert sorted(r["attention"] for r in recs) == ["linear", "local", "softmax"]
+    assert sorted(r["attention"] for r in recs) == ["linear", "softmax"]
     assert all(r["status"] == "ok" for r in recs)
     for path, mtime in done.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was run again"

@@ -60,16 +60,19 @@ def test_a_run_held_by_another_process_is_skipped_with_its_holder(tmp_path):
 
 @pytest.mark.slow
 def test_two_processes_on_one_config_train_once_and_keep_the_ok_record(tmp_path):
-    # long enough (~10 s) that the second process (~3-4 s to start and reach the lock) finds it still running
-    args = ["run.py", *SMOKE, "trainer.max_steps=2000", "trainer.eval_every=1000"]
+    args = ["run.py", *SMOKE]
     first = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 120
     while not [p for p in (tmp_path / "runs").rglob("run.lock") if p.read_text()]:
         assert first.poll() is None and time.time() < deadline, "first run never took its lock"
-        time.sleep(0.05)
-    second = subprocess.run([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), capture_output=True,
-                            text=True, timeout=120)
+        time.sleep(0.02)
+    first.send_signal(signal.SIGSTOP)  # frozen holding the lock, before its data and training: however slow the
+    try:  # machine, the second process finds it still running
+        second = subprocess.run([sys.executable, *args], cwd=ROOT, env=env_for(tmp_path), capture_output=True,
+                                text=True, timeout=120)
+    finally:
+        first.send_signal(signal.SIGCONT)
     out, _ = first.communicate(timeout=300)
     assert first.returncode == 0, out[-2000:]
     assert second.returncode == 3, (second.stdout + second.stderr)[-2000:]
