@@ -426,3 +426,19 @@ def test_validation_curves_from_the_records_evals(store, tmp_path):
     plt.close(fig)
     with pytest.raises(ValueError, match="no ok run with evaluations"):
         val_curves(df, profile="smoke")
+
+
+def test_saved_figures_are_byte_stable(tmp_path):
+    """The same figure saved twice gives the same PNG and SVG bytes: a curated report regenerated from unchanged
+    records changes nothing in git (the SVG had a creation date and random element ids)."""
+    import matplotlib.pyplot as plt
+
+    from lra_bench.reports.figures import save_png_svg
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [3, 1, 2])
+    first = save_png_svg(fig, tmp_path / "a" / "f.png", dpi=50)
+    second = save_png_svg(fig, tmp_path / "b" / "f.png", dpi=50)
+    plt.close(fig)
+    for suffix in (".png", ".svg"):
+        assert first.with_suffix(suffix).read_bytes() == second.with_suffix(suffix).read_bytes(), suffix
