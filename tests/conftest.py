@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-# One thread per torch process, in this one and in every run.py/script it starts: the suite's tensors are tiny, and
-# on a 2-core machine with two torch processes at once (sweep jobs, SLURM jobs, a run beside its rival) OpenMP's
-# spinning worker threads took a smoke run from 13 s to 40 s. Set before anything imports torch.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 from hydra import compose, initialize_config_dir
