@@ -8,6 +8,7 @@ import json
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 
 from lra_bench import predictions
@@ -120,3 +121,20 @@ def test_rank_reliability_between_seed_halves(store):
     assert (table.seeds == "seeds [0] vs [1, 2]").all()
     assert (table.tau > 0.3).all(), table  # 8-point gaps at 2,000 examples: the order mostly reproduces
     assert "Kendall's tau" in md
+
+
+def test_bubble_caption_counts_the_seeds_of_every_task():
+    """A score averaged over a 3-seed task and a 1-seed task is not '1 seed per task' (the fewest alone said so)."""
+    from lra_bench.reports.bubble import caption
+
+    def points(fewest, most):
+        return pd.DataFrame({"seeds": fewest, "seeds_max": most, "x_lo": [np.nan] * len(fewest),
+                             "noisy": [False] * len(fewest), "repeats": [3.0] * len(fewest)})
+
+    meta = {"ties_tested": False}
+    assert "(1 seed per task: test sampling only" in caption(points([1.0, 1.0], [1.0, 1.0]), meta, None)
+    mixed = caption(points([1.0, 1.0], [3.0, 1.0]), meta, None)
+    assert "1 to 3 seeds per task: Student t over seeds; where 1 seed, test sampling only" in mixed
+    assert "3 seeds per task: Student t" in caption(points([3.0], [3.0]), meta, None)
+    assert "2 to 3 seeds per task" in caption(points([2.0, 3.0], [3.0, 3.0]), meta, None)
+    assert "(1 seed: test sampling only (Wilson))" in caption(points([1.0], [1.0]), meta, "listops")

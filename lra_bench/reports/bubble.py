@@ -40,7 +40,7 @@ XS = ("examples_per_s", "speed_vs_softmax")
 MAX_AREA = 2400.0  # points^2 of the largest circle
 SETTING = ["device", "profile", "batch"]
 POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "tied", "seeds",
-                 "repeats", "noisy"]
+                 "seeds_max", "repeats", "noisy"]
 FADED = 0.18  # alpha of the circles significantly below the best (when ties were tested)
 
 
@@ -95,6 +95,8 @@ def _scores(scores, profile: str | None) -> pd.DataFrame:
                          ("score_hi", np.nan), ("tied", False), ("seeds", np.nan)):
         if col not in out.columns:
             out[col] = default
+    if "seeds_max" not in out.columns:  # one number of seeds per point (one task's score)
+        out["seeds_max"] = out["seeds"]
     return out[SCORE_COLUMNS]
 
 
@@ -238,6 +240,7 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         rows.append({"attention": att, "x": xv, "y": float(first["score"]), "n_tasks": int(first["n_tasks"]),
                      "size_value": sv, "x_lo": x_lo, "x_hi": x_hi, "y_lo": float(first["score_lo"]),
                      "y_hi": float(first["score_hi"]), "tied": bool(first["tied"]), "seeds": float(first["seeds"]),
+                     "seeds_max": float(first["seeds_max"]),
                      "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce")), "noisy": noisy})
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
@@ -318,18 +321,17 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
     """Three lines: what the vertical bars are and how many seeds are behind them, the horizontal bars, and what the
     emphasis means."""
     what = f"{TASK_LABELS[score_task]} accuracy" if score_task else "LRA score"
-    seeds = sorted({int(v) for v in data["seeds"].dropna()})
+    fewest, most = data["seeds"].dropna(), data.get("seeds_max", data["seeds"]).dropna()  # over tasks and points
     per = "" if score_task else " per task"
     wilson = "Wilson" + ("" if score_task else " per task, combined over the tasks")
-    if not seeds:
+    if fewest.empty:
         how = "seeds unknown"
-    elif seeds == [1]:
+    elif (lo := int(fewest.min())) == (hi := int(max(most.max(), fewest.max()))) == 1:
         how = f"1 seed{per}: test sampling only ({wilson})"
-    elif seeds[0] > 1:
-        how = f"{seeds[0]} seeds{per}" if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]} seeds{per}"
-        how += ": Student t over seeds"
+    elif lo > 1:
+        how = (f"{lo} seeds{per}" if lo == hi else f"{lo} to {hi} seeds{per}") + ": Student t over seeds"
     else:
-        how = f"1 to {seeds[-1]} seeds{per}: Student t over seeds; where 1 seed, test sampling only ({wilson})"
+        how = f"1 to {hi} seeds{per}: Student t over seeds; where 1 seed, test sampling only ({wilson})"
     repeats = sorted({int(r) for r in data["repeats"].dropna()})
     reps = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]} to {repeats[-1]}" if repeats else "?"
     if meta.get("speed_source") == FROM_RECORDS:

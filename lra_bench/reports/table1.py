@@ -439,18 +439,20 @@ def one_profile(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame
     return table[table.profile == profile]
 
 
-SCORE_COLUMNS = ["attention", "profile", "score", "n_tasks", "params", "score_lo", "score_hi", "tied", "seeds"]
+SCORE_COLUMNS = ["attention", "profile", "score", "n_tasks", "params", "score_lo", "score_hi", "tied", "seeds",
+                 "seeds_max"]
 
 
 def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     """attention, score (5-task average, or the mean over the tasks present), n_tasks, params of one profile, with
     the score's 95 % interval (score_lo, score_hi), whether it is tied with the best average (tied) and the fewest
-    seeds of its tasks (seeds)."""
+    and the most seeds of its tasks (seeds, seeds_max)."""
     if table.empty:
         return pd.DataFrame(columns=SCORE_COLUMNS)
     t = one_profile(table, profile)
     t = t[t.n_tasks > 0]
-    seeds = t[[f"{task}_n" for task in TASKS5]].replace(0, np.nan).min(axis=1)
+    per_task = t[[f"{task}_n" for task in TASKS5]].replace(0, np.nan)
     return pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
                          "n_tasks": t.n_tasks, "params": t.params, "score_lo": t.avg_lo, "score_hi": t.avg_hi,
-                         "tied": t.avg_tied, "seeds": seeds}).reset_index(drop=True)
+                         "tied": t.avg_tied, "seeds": per_task.min(axis=1),
+                         "seeds_max": per_task.max(axis=1)}).reset_index(drop=True)
