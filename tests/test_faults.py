@@ -21,6 +21,8 @@ from lra_bench.runner import run
 from lra_bench.train import checkpoint
 from tests.conftest import ROOT, compose_run
 
+pytestmark = pytest.mark.xdist_group("test_faults")  # xdist: one worker makes the reference run once
+
 LONG = ["profile=smoke", "trainer.max_steps=240", "trainer.eval_every=40", "trainer.checkpoint_every=20",
         "trainer.log_every=40", "task.generator.num_train=1024"]
 SAME = ("status", "best_val_acc", "best_step", "test_acc", "evals", "config_hash", "dataset_fingerprint")

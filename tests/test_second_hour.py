@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.xdist_group("test_second_hour")  # xdist: one worker makes the sweeps once
+
 SWEEP = ["-m", "attention=softmax,linear,local", "profile=smoke"]
 
 

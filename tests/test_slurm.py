@@ -22,7 +22,7 @@ from lra_bench.records import read_records
 from lra_bench.runner import run
 from tests.conftest import ROOT, compose_run
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, fixed ports
 
 SCRIPT = ROOT / "scripts" / "slurm_local.sh"
 LAUNCHER = ["hydra/launcher=slurm", "hydra.launcher.gpus_per_node=null", "hydra.launcher.cpus_per_task=1",

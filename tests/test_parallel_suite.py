@@ -1,0 +1,62 @@
+"""How the suite spreads over cores (tests/conftest.py, pytest-xdist): CI runs the README's test command, the modules
+that share a cluster or a reference run stay on one worker, the longest work starts first, one thread per worker."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tests import conftest
+from tests.conftest import ROOT
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = re.search(r"## Tests\n+```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    command = re.sub(r"\s+#.*$", "", readme.splitlines()[0]).strip()
+    assert "-n auto --dist loadgroup" in command, command
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
+    assert ci == [command], f".ci/run must call the README's test command {command!r}, it calls {ci}"
+
+
+@pytest.mark.parametrize(("module", "group"), [("test_slurm", "slurm"), ("test_faults", "test_faults"),
+                                               ("test_second_hour", "test_second_hour")])
+def test_modules_sharing_a_cluster_or_a_reference_run_stay_on_one_worker(module, group):
+    marks = importlib.import_module(f"tests.{module}").pytestmark
+    marks = marks if isinstance(marks, list) else [marks]
+    assert any(m.name == "xdist_group" and m.args == (group,) for m in marks), f"{module}: {marks}"
+
+
+def fake_item(name: str, *marks: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, get_closest_marker=lambda mark: mark if mark in marks else None)
+
+
+def test_under_xdist_groups_then_slow_tests_start_first_in_their_order(monkeypatch):
+    items = [fake_item("a"), fake_item("b", "slow"), fake_item("c", "xdist_group", "slow"), fake_item("d"),
+             fake_item("e", "xdist_group"), fake_item("f", "slow")]
+    serial = list(items)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    conftest.pytest_collection_modifyitems(None, serial)
+    assert [i.name for i in serial] == list("abcdef"), "a serial run keeps the files' order"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.name for i in items] == list("cebfad")
+
+
+def test_auto_starts_one_worker_per_usable_core_at_most_eight():
+    assert conftest.pytest_xdist_auto_num_workers(None) == min(len(os.sched_getaffinity(0)), 8)
+
+
+def test_a_worker_and_the_processes_it_starts_use_one_thread():
+    probe = ("import os, torch, tests.conftest; "
+             "print(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    worker = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**env, "PYTEST_XDIST_WORKER": "gw1"},
+                            capture_output=True, text=True, timeout=120)
+    assert worker.returncode == 0, worker.stderr[-2000:]
+    assert worker.stdout.split() == ["1", "1", "1"]
