@@ -101,7 +101,8 @@ LATER_TASKS = (*TASKS, "pathx")
 LATER_WORK = {
     "S4D-LegS": LaterRow((60.47, 86.18, 89.46, 88.19, 93.06, 91.95), 84.89, attention="s4d",
                          source="Gu, Gupta, Goel & Ré 2022, On the Parameterization and Initialization of Diagonal "
-                                "State Space Models, https://arxiv.org/abs/2206.11893, LRA table"),
+                                "State Space Models, https://arxiv.org/abs/2206.11893, LRA table (S4D-LegS; "
+                                "attention=s4d is S4D-Lin/Inv, whose rows the paper reports separately)"),
     "S4 (updated)": LaterRow((59.60, 86.82, 90.90, 88.65, 94.20, 96.35), 86.09,
                              source="Gu, Goel & Ré 2022, Efficiently Modeling Long Sequences with Structured State "
                                     "Spaces (ICLR version), https://arxiv.org/abs/2111.00396, LRA table"),
