@@ -421,7 +421,9 @@ def test_validation_curves_from_the_records_evals(store, tmp_path):
     assert data.loc[("softmax", "listops", 50), "seeds"] == 2
     assert set(fig.curve_data.task) == {"listops"}  # the fixture's other records have no evaluations
     ax = fig.axes[0]
-    assert ax.get_title() == "ListOps" and "paper Transformer (test)" in [t.get_text() for t in fig.legends[0].texts]
+    assert ax.get_title() == "ListOps (2 seeds per variant; thick = mean, thin = each seed)"
+    labels = [t.get_text() for t in fig.legends[0].texts]
+    assert "paper Transformer (test)" in labels and labels.count("softmax") == 1  # one entry per variant
     assert (tmp_path / "val_curves.png").stat().st_size > 10_000 and (tmp_path / "val_curves.svg").is_file()
     plt.close(fig)
     with pytest.raises(ValueError, match="no ok run with evaluations"):

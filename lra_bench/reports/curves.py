@@ -50,8 +50,8 @@ def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str 
                 for _, s in table.items():
                     ax.plot(s.index, s.values, color=color, lw=0.7, alpha=0.3)
             style = STYLES[i // 10 % len(STYLES)]  # colours repeat past 20 names: the line style tells them apart
-            ax.plot(mean.index, mean.values, color=color, lw=1.6, ls=style,
-                    label=f"{attention}" + (f" ({len(seeds)} seeds)" if len(seeds) > 1 else ""))
+            ax.plot(mean.index, mean.values, color=color, lw=1.6, ls=style, label=attention)  # one legend entry
+            # per variant across the panels: the seed counts go in each panel's title
             rows += [{"attention": attention, "task": task, "step": int(step), "val_acc": float(v),
                       "seeds": len(seeds)} for step, v in mean.items()]
         majority = g.test_majority_rate.dropna()
@@ -60,7 +60,11 @@ def val_curves(runs: pd.DataFrame, path: Path | str | None = None, profile: str 
         if task in paper.TASKS:
             ax.axhline(paper.paper_task_score("softmax", task), ls=":", color="black", lw=1,
                        label="paper Transformer (test)")
-        ax.set_title(TASK_LABELS.get(task, task))
+        counts = sorted({r["seeds"] for r in rows if r["task"] == task})
+        seeds_text = (f"{counts[0]} seed" + ("s" if counts[0] > 1 else "") if len(counts) == 1
+                      else f"{counts[0]} to {counts[-1]} seeds")
+        ax.set_title(f"{TASK_LABELS.get(task, task)} ({seeds_text} per variant"
+                     + ("; thick = mean, thin = each seed)" if counts[-1] > 1 else ")"), fontsize=9)
         ax.set_xlabel("training step")
         ax.set_ylabel("validation accuracy (%)")
         ax.grid(True, alpha=0.3)
