@@ -155,7 +155,8 @@ def test_offline_hub_fails_fast_with_the_data_dir_fix(tmp_path, task, dataset):
     elapsed = time.monotonic() - start
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out[-3000:]
-    assert elapsed < 10, f"offline failure took {elapsed:.1f} s"
+    # a smoke run's start-up alone is 6-9 s here, 11 s with the machine shared four ways; hub retries take minutes
+    assert elapsed < 30, f"offline failure took {elapsed:.1f} s"
     assert f"could not load the Hugging Face dataset {dataset}" in proc.stderr and "task.data_dir=" in proc.stderr
     assert "unreachable" in proc.stderr and "Retrying" not in out and "Traceback" not in out
 
