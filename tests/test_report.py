@@ -316,7 +316,7 @@ def test_accuracy_plot(runs, tmp_path):
 def run_report(*args, cwd=ROOT):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "report.py"), *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_report_script_end_to_end(store, tmp_path):
@@ -399,7 +399,7 @@ def test_notebook_runs_on_the_fixture(store, monkeypatch):
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
     monkeypatch.setenv("LRA_REPORT_DIR", str(store))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "54.60" in outputs  # Table 1 of the fixture

@@ -34,7 +34,7 @@ def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("fresh")
     env = env_for(root)
     sweep = sh(["run.py", *SWEEP, f"hydra.sweep.dir={root / 'multirun'}"], env)
-    report = sh(["scripts/report.py", "--out", str(root / "report")], env, timeout=180)
+    report = sh(["scripts/report.py", "--out", str(root / "report")], env, timeout=300)
     return root, sweep, report
 
 
@@ -165,7 +165,7 @@ def test_an_outside_mixer_runs_sweeps_and_reports(outside, tmp_path):
     one = sh(["run.py", "attention=fnet", "attention._target_=mypkg.mixers.MeanPool", "+attention.gain=2.0",
               "profile=smoke"], env)  # the class named on the command line alone
     assert one.returncode == 0, (one.stdout + one.stderr)[-3000:]
-    report = sh(["scripts/report.py", "--out", str(tmp_path / "report")], env, timeout=180)
+    report = sh(["scripts/report.py", "--out", str(tmp_path / "report")], env, timeout=300)
     assert report.returncode == 0, report.stderr
     table = (tmp_path / "report" / "table1.md").read_text()
     assert "meanpool" in table and "softmax" in table
@@ -179,9 +179,9 @@ def test_a_class_without_its_own_name_is_refused_with_the_fix(outside, tmp_path)
     (outside / "mypkg" / "nameless.py").write_text(
         "from mypkg.mixers import MeanPool\n\n\nclass Copy(MeanPool):\n    pass\n")
     proc = sh(["run.py", "attention=meanpool", "attention._target_=mypkg.nameless.Copy", "profile=smoke",
-               f"hydra.searchpath=[file://{outside / 'conf'}]"], env, timeout=120)
+               f"hydra.searchpath=[file://{outside / 'conf'}]"], env, timeout=300)
     assert proc.returncode == 2 and 'has no `name` of its own: give the class one, e.g. name = "copy"' in proc.stderr
-    proc = sh(["run.py", "attention._target_=collections.OrderedDict", "profile=smoke"], env, timeout=120)
+    proc = sh(["run.py", "attention._target_=collections.OrderedDict", "profile=smoke"], env, timeout=300)
     assert proc.returncode == 2 and "is not a subclass of lra_bench.attention.base.TokenMixer" in proc.stderr
 
 
