@@ -164,7 +164,7 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     """Run this multirun job in a fresh process. A job that does not end ok has a record (its own, or a ``failed``
     or ``killed`` one written here when the process died without one) and raises ``JobFailed``: Hydra runs the
     remaining jobs, then the sweep exits with code 1."""
-    from lra_bench.runner import job_record, record_crash, record_path
+    from lra_bench.runner import already_finished, job_record, record_crash, record_path
 
     hc = HydraConfig.get()
     job = {"sweep_dir": hc.sweep.dir, "num": hc.job.num, "overrides": list(hc.overrides.task)}
@@ -174,11 +174,21 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
             _sweep["previous"][sig] = previous  # submitit's, in a SLURM job: it requeues the job
     if _sweep["signal"] is not None:
         stop_sweep(f"{signal.Signals(_sweep['signal']).name} received before job {hc.job.num}")  # no job line
+    started = time.time()
+    try:
+        done = already_finished(cfg)
+    except LRABenchError:  # an invalid configuration or missing data: the job's own process reports it, as always
+        done = None
+    if done is not None:
+        log.info("skipping %s: finished record with status %s exists; no job process started (rerun=true runs it "
+                 "again)", done["run_id"], done["status"])
+        note_job(**job, status="skipped (finished before)", test_acc=done.get("test_acc"),
+                 wall_s=time.time() - started, record=record_path(cfg))
+        return done.get("test_acc")
     search = [o for o in hc.overrides.hydra if o.startswith("hydra.searchpath=")]  # your own config folders
     cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, *search, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
     sweep = Path(hc.sweep.dir).name  # groups the sweep's wandb runs
-    started = time.time()
     _sweep["child"] = proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep})
     try:
         code = proc.wait()
