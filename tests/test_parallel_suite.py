@@ -48,8 +48,8 @@ def test_under_xdist_groups_then_slow_tests_start_first_in_their_order(monkeypat
     assert [i.name for i in items] == list("cebfad")
 
 
-def test_auto_starts_one_worker_per_usable_core_plus_one_at_most_eight():
-    assert conftest.pytest_xdist_auto_num_workers(None) == min(len(os.sched_getaffinity(0)) + 1, 8)
+def test_auto_starts_one_worker_per_usable_core_at_most_eight():
+    assert conftest.pytest_xdist_auto_num_workers(None) == min(len(os.sched_getaffinity(0)), 8)
 
 
 def test_a_worker_and_the_processes_it_starts_use_one_thread():

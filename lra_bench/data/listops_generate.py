@@ -19,16 +19,16 @@ the same whatever the number of workers.
 
 from __future__ import annotations
 
-import contextlib
 import math
+import multiprocessing
 import os
 import random
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from lra_bench.data.spawn_pool import spawn_pool
 from lra_bench.progress import tracked
 
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
@@ -210,8 +210,11 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
                 return
             unique.setdefault(source, target)
 
-    parallel = workers > 1 and total > size
-    with spawn_pool(workers) if parallel else contextlib.nullcontext() as pool:  # stopped at once by a signal
+    pool = None
+    if workers > 1 and total > size:
+        # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
         while len(unique) < total:
             if next_chunk >= max_chunks:
                 raise RuntimeError(
@@ -226,6 +229,9 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
             results = pool.map(_generate_chunk_star, jobs) if pool else map(_generate_chunk_star, jobs)
             for rows in tracked(results, len(jobs), f"generate ListOps ({total:,} rows)", "chunk"):  # chunk order
                 consume(rows)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     rows = list(unique.items())
     a, b = spec.num_train, spec.num_train + spec.num_val
     return {"train": rows[:a], "val": rows[a:b], "test": rows[b:]}

@@ -52,9 +52,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import multiprocessing
 import os
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -63,7 +65,6 @@ from typing import Any
 import numpy as np
 
 from lra_bench.data.pathfinder_render import bytescale, ceil_coord, marker_image, paddle_window, stamp_half
-from lra_bench.data.spawn_pool import spawn_pool
 from lra_bench.errors import ConfigError
 from lra_bench.progress import tracked
 
@@ -649,7 +650,9 @@ def generate(spec: PathfinderSpec, root: Path, num_images: int, seed: int = 0, i
                "images (task.num_images=..., or a smaller profile such as profile=quick); more processes help too "
                f"(task.gen_workers, now {workers}); the batches made so far are kept, so a rerun resumes")
     if workers > 1 and len(todo) > 1:
-        with spawn_pool(min(workers, len(todo))) as pool:  # its workers stop at once with the run
+        # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
             list(tracked(pool.map(_generate_batch_star, todo), len(todo), desc, "batch", shorten))
     else:
         for args in tracked(todo, len(todo), desc, "batch", shorten):
