@@ -130,10 +130,16 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def seed_everything(seed: int, deterministic: bool) -> None:
+def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def use_deterministic_algorithms(deterministic: bool) -> None:
+    """``trainer.deterministic`` for the training and evaluation that follow. Not part of ``plan``: the call imports
+    ``torch._dynamo`` (about 2 s of start-up), which a process that only checks configs (a sweep's parent, a
+    config error) never needs."""
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
 
 
@@ -156,7 +162,7 @@ def plan(cfg: DictConfig) -> Plan:
     logger = to_dataclass(LoggerSettings, cfg.logger, "logger")
     device = resolve_device(trainer.device)
     task.check_source()
-    seed_everything(cfg.seed, trainer.deterministic)
+    seed_everything(cfg.seed)
     model = build_model(cfg, cfg.attention, task)
     return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
                 profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),

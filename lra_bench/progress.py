@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TypeVar
 
 from tqdm.auto import tqdm
@@ -32,6 +32,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 LONG_S = 15 * 60  # an estimate above this says how to make the work shorter
 LOG_EVERY_S = 60.0  # progress lines in logs (no bar) at most this often
+_stop_checks: list[Callable[[], None]] = []  # called by every ``tracked`` loop between items (see ``stop_checked``)
 
 
 def clock(seconds: float) -> str:
@@ -94,15 +95,32 @@ def live_bar(total: int | None, desc: str, unit: str, initial: int = 0, show: bo
             bar.close()
 
 
+@contextlib.contextmanager
+def stop_checked(check: Callable[[], None]) -> Iterator[None]:
+    """While inside, every ``tracked`` loop calls ``check`` before each item, which raises to stop the work.
+
+    A signal handler that raises (``runner.StopSignals``) can lose its exception: Python swallows an exception
+    raised while a ``__del__``, gc or weakref callback runs ("Exception ignored in ..."), and a data preparation
+    (worker pools, futures) runs many. The handler still records the signal, and this check turns it into the
+    stop at the next chunk, batch or image instead of after the whole generation."""
+    _stop_checks.append(check)
+    try:
+        yield
+    finally:
+        _stop_checks.remove(check)
+
+
 def tracked(items: Iterable[T], total: int | None, desc: str, unit: str, shorten: str | None = None) -> Iterator[T]:
     """Yield ``items`` while a bar counts them (data preparation: generation, decoding). Without a bar (logs,
     sweeps, SLURM) a progress line with the estimated time left is logged at most every ``LOG_EVERY_S`` seconds.
     When the first items say the whole will take longer than ``LONG_S``, a warning gives the estimate and
-    ``shorten`` (how to make it shorter)."""
+    ``shorten`` (how to make it shorter). Before each item the checks of ``stop_checked`` run."""
     start = last = time.monotonic()
     warned = False
     with live_bar(total, desc, unit, show=total != 0) as bar:
         for done, item in enumerate(items, 1):
+            for check in tuple(_stop_checks):
+                check()
             yield item
             bar.update(1)
             if not total:

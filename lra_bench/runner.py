@@ -28,11 +28,12 @@ from torch.nn.parallel import DistributedDataParallel
 import lra_bench
 from lra_bench import distributed, predictions
 from lra_bench.bench.memory import is_oom, memory_kind, rss_bytes
-from lra_bench.build import Plan, plan
+from lra_bench.build import Plan, plan, use_deterministic_algorithms
 from lra_bench.data.cache import CachedSplits
 from lra_bench.errors import RunInProgress
 from lra_bench.files import remove_stale_temps
 from lra_bench.loggers import LoggerSettings, build_logger
+from lra_bench.progress import stop_checked
 from lra_bench.records import ATTEMPTS, RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
 from lra_bench.runlock import run_lock
 from lra_bench.train import checkpoint
@@ -73,6 +74,12 @@ class StopSignals:
             return
         log.warning("received %s during %s: stopping", self.received, self.phase)
         raise Preempted(None, f"{self.phase} ({self.received})")
+
+    def raise_if_received(self) -> None:
+        """Raise ``Preempted`` when a signal came in outside polling: the handler's own exception may have been
+        swallowed (raised inside a ``__del__`` or gc callback); long loops call this (``progress.stop_checked``)."""
+        if self.received is not None and not self.polling:
+            raise Preempted(None, f"{self.phase} ({self.received})")
 
 
 @contextlib.contextmanager
@@ -229,9 +236,11 @@ def _run_locked(cfg: DictConfig, p: Plan, dinfo: distributed.DistInfo, stop: Sto
                 started: float) -> dict[str, Any]:
     """``run`` once this process holds the run's lock and the signal handlers are in place."""
     stop.phase = "data preparation"
+    use_deterministic_algorithms(p.trainer.deterministic)
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
     t0 = time.perf_counter()
-    data = p.task.load(p.cache_dir)
+    with stop_checked(stop.raise_if_received):  # generation and decoding loops stop at their next chunk
+        data = p.task.load(p.cache_dir)
     data_seconds = time.perf_counter() - t0
     log.info("data %s (%s, %.1fs): %s", p.task.name, "cache hit" if data.reused else "built",
              data_seconds, {s: len(y) for s, y in data.labels.items()})

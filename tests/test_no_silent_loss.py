@@ -204,6 +204,36 @@ def test_sigterm_during_data_preparation_exits_for_requeue(tmp_path):
     assert not list((tmp_path / "runs").rglob("record.json"))
 
 
+def test_a_swallowed_sigterm_during_generation_still_stops_at_the_next_chunk(tmp_path, monkeypatch):
+    """The signal handler's exception raised inside a ``__del__`` is lost ("Exception ignored"), as it can be in a
+    worker pool's callbacks; the generation must still stop at its next chunk, not run to the end (it took 80-127 s
+    under load) and exit only then."""
+    import lra_bench.data.listops_generate as listops_generate
+
+    real_chunk = listops_generate.generate_chunk
+    calls, lost = [], []
+
+    class SignalsWhileCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside __del__: its exception is lost
+
+    def chunk_then_signal(*args):
+        calls.append(args[1])
+        if len(calls) == 3:
+            SignalsWhileCollected()  # collected at once
+        return real_chunk(*args)
+
+    monkeypatch.setattr(listops_generate, "generate_chunk", chunk_then_signal)
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: lost.append(unraisable.exc_type))
+    cfg = compose_run([*SMOKE, "task.generator.num_train=20000", "task.generator.workers=1"], tmp_path)
+    with pytest.raises(Preempted, match=r"data preparation \(SIGTERM\)"):
+        run(cfg)
+    assert lost == [Preempted], "the handler's exception must have been lost for this test to mean anything"
+    total_chunks = 20256 // listops_generate.chunk_size(20256)
+    assert len(calls) <= 4, f"generated {len(calls)} of about {total_chunks} chunks: the stop came too late"
+    assert not list((tmp_path / "runs").rglob("record.json"))
+
+
 def test_sigterm_during_the_final_evaluation_resumes_from_the_finished_state(tmp_path, monkeypatch, caplog):
     import lra_bench.runner as runner
 

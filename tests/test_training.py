@@ -132,13 +132,14 @@ from tests.conftest import compose_run
 from lra_bench.build import plan
 plan(compose_run(["profile=smoke", "trainer.flush_denormal=" + sys.argv[1]], Path(sys.argv[2])))
 y = torch.full((4_000_000,), 1e-39) * 1.5  # float32 denormals, multiplied by every intra-op worker thread
-print((y == 0).float().mean().item())
+print("torch._dynamo" in sys.modules, (y == 0).float().mean().item())
 """
 
 
 @pytest.mark.parametrize("flush", [True, False])
 def test_cpu_runs_flush_denormals_on_every_worker_thread(flush, tmp_path):
-    """plan() sets the flag before torch starts its worker threads, so they all flush (a fresh process, as run.py)."""
+    """plan() sets the flag before torch starts its worker threads, so they all flush (a fresh process, as run.py).
+    And plan() alone does not import torch._dynamo (about 2 s of start-up for a sweep's parent or a config check)."""
     import subprocess
     import sys
 
@@ -147,7 +148,33 @@ def test_cpu_runs_flush_denormals_on_every_worker_thread(flush, tmp_path):
     out = subprocess.run([sys.executable, "-c", FTZ_PROBE, str(flush).lower(), str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert out.returncode == 0, out.stderr
-    assert float(out.stdout.split()[-1]) == (1.0 if flush else 0.0)
+    dynamo_imported, flushed = out.stdout.split()[-2:]
+    assert float(flushed) == (1.0 if flush else 0.0)
+    assert dynamo_imported == "False", "plan() imported torch._dynamo (torch.use_deterministic_algorithms does)"
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_a_run_trains_under_its_determinism_setting(smoke_cfg, monkeypatch, deterministic):
+    """trainer.deterministic reaches torch before training (the runner sets it; plan() leaves it alone)."""
+    seen = []
+    real_train = loop.train
+
+    def train_and_look(*args, **kwargs):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return real_train(*args, **kwargs)
+
+    import lra_bench.runner as runner
+
+    monkeypatch.setattr(runner, "train", train_and_look)
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    try:
+        torch.use_deterministic_algorithms(not deterministic)
+        record = run(smoke_cfg(f"trainer.deterministic={str(deterministic).lower()}", "trainer.max_steps=2",
+                               "trainer.eval_every=2"))
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    assert record["status"] == "ok", record["message"]
+    assert seen == [deterministic]
 
 
 def test_compile_setting_resolves_per_device_and_rejects_typos():
