@@ -117,21 +117,27 @@ def tracked(items: Iterable[T], total: int | None, desc: str, unit: str, shorten
     ``shorten`` (how to make it shorter). Before each item the checks of ``stop_checked`` run."""
     start = last = time.monotonic()
     warned = False
-    with live_bar(total, desc, unit, show=total != 0) as bar:
-        for done, item in enumerate(items, 1):
-            for check in tuple(_stop_checks):
-                check()
-            yield item
-            bar.update(1)
-            if not total:
-                continue
-            now = time.monotonic()
-            left = (now - start) / done * (total - done)
-            if shorten and not warned and left > LONG_S:
-                log.warning("%s: about %s left at the speed of the first %d %s(s) here; %s", desc, clock(left), done,
-                            unit, shorten)
-                warned = True
-            if bar.disable and (now - last >= LOG_EVERY_S or done == total):
-                log.info("%s: %d/%d %s(s) (%.0f%%), %s elapsed, ETA %s", desc, done, total, unit, 100 * done / total,
-                         clock(now - start), clock(left))
-                last = now
+    iterator = iter(items)
+    try:
+        with live_bar(total, desc, unit, show=total != 0) as bar:
+            for done, item in enumerate(iterator, 1):
+                for check in tuple(_stop_checks):
+                    check()
+                yield item
+                bar.update(1)
+                if not total:
+                    continue
+                now = time.monotonic()
+                left = (now - start) / done * (total - done)
+                if shorten and not warned and left > LONG_S:
+                    log.warning("%s: about %s left at the speed of the first %d %s(s) here; %s", desc, clock(left),
+                                done, unit, shorten)
+                    warned = True
+                if bar.disable and (now - last >= LOG_EVERY_S or done == total):
+                    log.info("%s: %d/%d %s(s) (%.0f%%), %s elapsed, ETA %s", desc, done, total, unit,
+                             100 * done / total, clock(now - start), clock(left))
+                    last = now
+    finally:  # left early (a stop check, an error): close a generator such as Executor.map's, which cancels
+        close = getattr(iterator, "close", None)  # the work not started yet instead of waiting for all of it
+        if close is not None:
+            close()

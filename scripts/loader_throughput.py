@@ -24,7 +24,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from lra_bench.build import plan
+from lra_bench.build import plan, use_deterministic_algorithms
 from lra_bench.data.batches import train_batches
 from lra_bench.data.retrieval_fixture import write_fixture
 from lra_bench.train.loop import make_optimizer
@@ -54,6 +54,7 @@ def measure(task: str, profile: str, extra: list[str], cache_dir: Path, n_batche
         cfg = compose(config_name="run", overrides=overrides)
     OmegaConf.resolve(cfg)
     p = plan(cfg)
+    use_deterministic_algorithms(p.trainer.deterministic)  # as a run trains (plan() leaves it to the runner)
     data = p.task.load(p.cache_dir)
     x, y = data.inputs["train"], data.labels["train"]
     bs = p.trainer.batch_size

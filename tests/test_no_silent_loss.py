@@ -234,6 +234,29 @@ def test_a_swallowed_sigterm_during_generation_still_stops_at_the_next_chunk(tmp
     assert not list((tmp_path / "runs").rglob("record.json"))
 
 
+def test_a_stop_inside_a_tracked_pool_map_cancels_the_work_not_started():
+    """A stop check raising in ``tracked`` over ``Executor.map`` (Pathfinder's batches in worker processes): leaving
+    the pool waits only for the work already running, not for every queued item."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lra_bench.progress import stop_checked, tracked
+
+    started = []
+
+    def work(i):
+        started.append(i)
+        time.sleep(0.02)
+        return i
+
+    def stop_after_three():
+        if len(started) >= 3:
+            raise Preempted(None, "data preparation (SIGTERM)")
+
+    with pytest.raises(Preempted), stop_checked(stop_after_three), ThreadPoolExecutor(max_workers=1) as pool:
+        list(tracked(pool.map(work, range(40)), 40, "work", "item"))
+    assert len(started) <= 5, f"{len(started)} of 40 items ran after the stop was asked for at the third"
+
+
 def test_sigterm_during_the_final_evaluation_resumes_from_the_finished_state(tmp_path, monkeypatch, caplog):
     import lra_bench.runner as runner
 

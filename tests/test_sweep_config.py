@@ -60,11 +60,26 @@ def preset_jobs() -> list[list[str]]:
     return expand([f"{key}={value}" for key, value in params.items()])
 
 
+def cpu_sweep_jobs() -> list[list[str]]:
+    """The jobs of scripts/sweep_cpu.sh's commands (not its comments), expanded, without this machine's data paths."""
+    script = (ROOT / "scripts" / "sweep_cpu.sh").read_text().splitlines()
+    sweep_line = next(line for line in script if line.startswith("sweep=("))
+    sweep = [a for a in shlex.split(sweep_line[len("sweep=("):-1]) if a != "-m" and not a.startswith("hydra")]
+    commands = [shlex.split(line) for line in script if line.startswith('python run.py "${sweep[@]}"')]
+    assert commands, "no sweep command found in scripts/sweep_cpu.sh"
+    own = [[a for a in command[3:] if not a.startswith("task.data_dir=")] for command in commands]
+    return [job for args in own for job in expand([*sweep, *args])]
+
+
 @pytest.mark.slow
 def test_lra_preset_runs_every_registered_attention_on_valid_jobs(tmp_path):
+    """Every job of the LRA preset (seed 0: the seed changes no check) passes its config checks; the ones that are
+    also the CPU sweep's are checked by the (fast) CPU sweep test and not planned twice."""
     jobs = preset_jobs()
     assert sorted({job[0].split("=")[1] for job in jobs}) == list_attentions()  # a new variant joins by itself
-    one_seed = [job for job in jobs if job[-1] == "seed=0"]
+    checked = {frozenset(job) for job in cpu_sweep_jobs()}
+    one_seed = [job for job in jobs if job[-1] == "seed=0" and frozenset([*job, *PRESET_PLANNED_AT]) not in checked]
+    assert one_seed, "the preset has jobs of its own (retrieval) to check here"
     plans_every_job(one_seed, tmp_path, PRESET_PLANNED_AT)
     proc = cli(tmp_path, "+sweep=lra", "--cfg", "hydra")
     assert proc.returncode == 0, proc.stderr
@@ -72,22 +87,11 @@ def test_lra_preset_runs_every_registered_attention_on_valid_jobs(tmp_path):
 
 
 def test_cpu_sweep_script_jobs_are_valid(tmp_path):
-    """scripts/sweep_cpu.sh's commands (not its comments), expanded: each job passes its config checks. A job that
-    is one of the LRA preset's at the profile the preset test plans is already checked there (not planned twice)."""
-    script = (ROOT / "scripts" / "sweep_cpu.sh").read_text().splitlines()
-    sweep_line = next(line for line in script if line.startswith("sweep=("))
-    sweep = [a for a in shlex.split(sweep_line[len("sweep=("):-1]) if a != "-m" and not a.startswith("hydra")]
-    commands = [shlex.split(line) for line in script if line.startswith('python run.py "${sweep[@]}"')]
-    assert commands, "no sweep command found in scripts/sweep_cpu.sh"
-    for command in commands:
-        own = [a for a in command[3:] if not a.startswith("task.data_dir=")]  # DATA is this machine's folder
-        jobs = expand([*sweep, *own])
-        seeds = sorted({a for job in jobs for a in job if a.startswith("seed=")})
-        assert seeds == ["seed=0", "seed=1", "seed=2"], seeds  # Table 1's intervals need 3 seeds per cell
-        # seed 0 only: the seed changes no check
-        checked = {frozenset([*job, *PRESET_PLANNED_AT]) for job in preset_jobs() if "seed=0" in job}
-        unchecked = [job for job in jobs if "seed=0" in job and frozenset(job) not in checked]
-        plans_every_job(unchecked, tmp_path, [])
+    """scripts/sweep_cpu.sh's jobs each pass their config checks (seed 0: the seed changes no check)."""
+    jobs = cpu_sweep_jobs()
+    seeds = sorted({a for job in jobs for a in job if a.startswith("seed=")})
+    assert seeds == ["seed=0", "seed=1", "seed=2"], seeds  # Table 1's intervals need 3 seeds per cell
+    plans_every_job([job for job in jobs if "seed=0" in job], tmp_path, [])
 
 
 def test_slurm_launcher_config_composes(tmp_path):
