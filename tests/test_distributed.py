@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from lra_bench.records import read_records
-from tests.conftest import ROOT
+from lra_bench.runner import run
+from tests.conftest import ROOT, compose_run
 
 ARGS = ["profile=smoke", "model.dropout=0.0", "attention.attn_dropout=0.0", "trainer.max_steps=20",
         "trainer.eval_every=10", "trainer.batch_size=16"]
@@ -26,7 +27,7 @@ def launch(tmp_path, name, prefix):
 
 @pytest.mark.slow
 def test_ddp_two_processes_match_single_process(tmp_path):
-    single = launch(tmp_path, "single", [sys.executable])
+    single = run(compose_run(ARGS, tmp_path))  # in this process: what `python run.py ARGS` runs
     ddp = launch(tmp_path, "ddp", [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                    "--nproc_per_node=2"])
     assert ddp["throughput"]["processes"] == 2 and single["throughput"]["processes"] == 1

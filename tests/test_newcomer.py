@@ -31,15 +31,9 @@ from lra_bench.reports.efficiency import scaling_plot, table2
 from lra_bench.reports.noise import MARK, NOISY_IQR
 from lra_bench.suggest import check_overrides
 from lra_bench.train.settings import TrainerSettings
-from tests.conftest import CONFIGS, ROOT
+from tests.conftest import CONFIGS, README_SWEEP_GROUP, ROOT, readme_commands, user_env
 
-HUB_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT", PROGRESS_ENV, SWEEP_JOB_ENV)
-
-
-def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in HUB_ENV}
-    return {**env, "LRA_RESULTS_DIR": str(tmp_path / "runs"), "LRA_CACHE_DIR": str(tmp_path / "cache"),
-            "OMP_NUM_THREADS": "1", **extra}
+cli_env = user_env  # a newcomer's shell: no hub or progress settings inherited from the machine running the tests
 
 
 def run_in_terminal(args: list[str], env: dict[str, str], timeout: float = 240) -> tuple[int, str]:
@@ -327,16 +321,6 @@ RUN = ("python run.py ", "python scripts/report.py", "python scripts/benchmark.p
        "python -m pytest ")
 
 
-def readme_commands() -> list[str]:
-    """Every command of the README's bash blocks (comments dropped, ``&&`` chains split), in order."""
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", README.read_text(), re.S):
-        for line in block.splitlines():
-            line = re.sub(r"\s+#.*$", "", line).strip()
-            commands += [part.strip() for part in line.split("&&") if part.strip()]
-    return commands
-
-
 def test_readme_is_short_and_sets_up_cpu_torch_before_the_project():
     text = README.read_text()
     assert len(text) <= 12_000, f"README is {len(text)} characters; reference material belongs in docs/"
@@ -371,10 +355,12 @@ def test_readme_run_commands_pass_every_check_before_data(tmp_path):
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs(tmp_path):
+@pytest.mark.xdist_group(README_SWEEP_GROUP)
+def test_every_readme_command_runs(tmp_path, readme_sweep):
     """The README's commands, in order, as a newcomer types them (set-up aside), with results, caches and the
-    report under tmp_path; the test commands are collected, not run (they are this suite)."""
-    env = cli_env(tmp_path, LRA_BENCH_DIR=str(tmp_path / "bench"), MPLBACKEND="Agg")
+    report under tmp_path; the test commands are collected, not run (they are this suite). The sweep is the
+    suite's one run of it (conftest.readme_sweep, shared with test_second_hour): its records join these."""
+    env = cli_env(tmp_path)
     executed = ROOT / "notebooks" / "results_run.ipynb"
     try:
         for command in readme_commands():
@@ -383,6 +369,12 @@ def test_every_readme_command_runs(tmp_path):
             args = shlex.split(command)
             if command.startswith("python run.py ") and "profile=smoke" not in command:
                 continue  # the main job: its checks above; it takes minutes (the smoke runs show the path works)
+            if command == readme_sweep.command:  # run once for the suite, with this test's environment
+                proc = readme_sweep.proc
+                assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-3000:]}"
+                assert "sweep summary (3 jobs: 3 ok)" in proc.stderr
+                shutil.copytree(readme_sweep.root / "runs", tmp_path / "runs", dirs_exist_ok=True)
+                continue
             if command.startswith("python scripts/report.py"):
                 args += ["--out", str(tmp_path / "report")]
             if command.startswith("python -m pytest"):  # its options and selection; CI runs the whole suite itself
@@ -395,8 +387,6 @@ def test_every_readme_command_runs(tmp_path):
                 args[0] = sys.executable
             proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-3000:]}"
-            if command.startswith("python run.py -m"):
-                assert "sweep summary (3 jobs: 3 ok)" in proc.stderr
         report = (tmp_path / "report" / "REPORT.md").read_text()
         assert "bubble.png" in report and "Table 2" in report  # after the benchmark: LRA's protocol
     finally:

@@ -322,12 +322,11 @@ def test_sigkill_record_never_replaces_an_ok_one(tmp_path):
 # ------------------------------------------------------------------------------- 8: the report's results dir
 
 
-def test_report_reads_lra_results_dir(tmp_path):
+def test_report_reads_lra_results_dir(tmp_path, monkeypatch, report_script):
     write_record(fake_record("ok", test_acc=0.5, params=1), tmp_path / "elsewhere")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "scripts/report.py", "--out", str(out)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120,
-                          env={**os.environ, "LRA_RESULTS_DIR": str(tmp_path / "elsewhere"),
-                               "LRA_BENCH_DIR": str(tmp_path / "no-bench")})
+    monkeypatch.setenv("LRA_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("LRA_BENCH_DIR", str(tmp_path / "no-bench"))
+    done = report_script("--out", out)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "50.00" in (out / "table1.md").read_text()

@@ -25,11 +25,23 @@ def test_ci_runs_the_readme_test_command():
 
 
 @pytest.mark.parametrize(("module", "group"), [("test_slurm", "slurm"), ("test_faults", "test_faults"),
-                                               ("test_second_hour", "test_second_hour")])
+                                               ("test_second_hour", conftest.README_SWEEP_GROUP)])
 def test_modules_sharing_a_cluster_or_a_reference_run_stay_on_one_worker(module, group):
     marks = importlib.import_module(f"tests.{module}").pytestmark
     marks = marks if isinstance(marks, list) else [marks]
     assert any(m.name == "xdist_group" and m.args == (group,) for m in marks), f"{module}: {marks}"
+
+
+def test_a_reader_of_the_shared_readme_sweep_outside_its_group_is_refused(monkeypatch):
+    """conftest.readme_sweep runs once per worker: a test that reads it outside its xdist group would make a
+    second worker run the sweep again, so collection refuses it, naming the test and the mark to add."""
+    grouped = SimpleNamespace(nodeid="t::in", fixturenames=["tmp_path", "readme_sweep"],
+                              iter_markers=lambda name: [pytest.mark.xdist_group(conftest.README_SWEEP_GROUP).mark])
+    stray = SimpleNamespace(nodeid="t::out", fixturenames=["readme_sweep"], iter_markers=lambda name: [])
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # the check alone, not the ordering
+    conftest.pytest_collection_modifyitems(None, [grouped, fake_item("other")])
+    with pytest.raises(pytest.UsageError, match=r"t::out .*xdist_group\("):
+        conftest.pytest_collection_modifyitems(None, [grouped, stray])
 
 
 def fake_item(name: str, *marks: str) -> SimpleNamespace:

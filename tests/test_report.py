@@ -319,7 +319,8 @@ def run_report(*args, cwd=ROOT):
                           capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_report_script_end_to_end(store, tmp_path):
+def test_report_script_end_to_end(store, tmp_path, report_script):
+    """The script itself, as a user runs it (the other report tests call its main() in-process)."""
     out = tmp_path / "out"
     res = run_report("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--overlay-paper",
                      "--profile", "cpu")
@@ -336,17 +337,17 @@ def test_report_script_end_to_end(store, tmp_path):
     bubble = pd.read_csv(out / "bubble.csv")
     assert set(bubble.source) == {"ours", "paper"}
     assert "**Rank reliability**" in report and "seeds [0] vs [1]" in report  # 2 seeds: seed 0 against seed 1
-    res = run_report("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--reference",
-                     "sofmax")
+    res = report_script("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--reference",
+                        "sofmax")
     assert res.returncode == 2 and "--reference 'sofmax': no record of that attention" in res.stderr
     assert "did you mean 'softmax'?" in res.stderr
 
 
-def test_one_task_beside_the_paper_and_its_chart(store, tmp_path):
+def test_one_task_beside_the_paper_and_its_chart(store, tmp_path, report_script):
     """The GPU ListOps path (issue 13): one task's column against the paper's, and a chart whose y is that task."""
     out = tmp_path / "out"
-    res = run_report("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--overlay-paper",
-                     "--profile", "cpu", "--score-task", "listops")
+    res = report_script("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--overlay-paper",
+                        "--profile", "cpu", "--score-task", "listops")
     assert res.returncode == 0, res.stderr
     rows = pd.read_csv(out / "table1_listops_vs_paper.csv").set_index("attention")
     ours = {a: sum(accs["listops"]) * 50 for a, accs in ACCS.items()}  # mean of the two seeds, in %
@@ -370,18 +371,18 @@ def test_one_task_beside_the_paper_and_its_chart(store, tmp_path):
     assert "ListOps test accuracy (%)" in (out / "bubble.svg").read_text()
 
 
-def test_report_script_with_nothing_to_report(tmp_path):
+def test_report_script_with_nothing_to_report(tmp_path, report_script):
     out = tmp_path / "out"
-    res = run_report("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none2", "--out", out)
+    res = report_script("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none2", "--out", out)
     assert res.returncode == 0, res.stderr
     assert "skipped" in res.stderr and (out / "REPORT.md").is_file()
-    res = run_report("--size", "popularity", "--out", out)
+    res = report_script("--size", "popularity", "--out", out)
     assert res.returncode == 2 and "popularity_csv" in res.stderr
 
 
-def test_report_script_records_without_bench_cells_draws_the_chart_from_the_records(store, tmp_path):
+def test_report_script_records_without_bench_cells_draws_the_chart_from_the_records(store, tmp_path, report_script):
     out = tmp_path / "out"
-    res = run_report("--runs-dir", store / "runs", "--bench-dir", tmp_path / "none", "--out", out)
+    res = report_script("--runs-dir", store / "runs", "--bench-dir", tmp_path / "none", "--out", out)
     assert res.returncode == 0, res.stderr
     assert (out / "table1.md").is_file() and (out / "bubble.png").is_file()
     assert "no benchmark cells" in res.stderr and not (out / "table2_model.md").exists()

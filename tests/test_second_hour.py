@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import README_SWEEP_GROUP, ROOT
 
-pytestmark = pytest.mark.xdist_group("test_second_hour")  # xdist: one worker makes the sweeps once
-
-SWEEP = ["-m", "attention=softmax,linear,local", "profile=smoke"]
+pytestmark = pytest.mark.xdist_group(README_SWEEP_GROUP)  # xdist: one worker makes the sweeps once
 
 
 def env_for(root: Path, **extra: str) -> dict[str, str]:
@@ -29,13 +28,15 @@ def sh(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    """A fresh user's sweep of 3 variants on smoke, then scripts/report.py, with no benchmark step."""
+def swept(readme_sweep, tmp_path_factory):
+    """A fresh user's sweep of 3 variants on smoke (the README's, run once for the suite: conftest.readme_sweep),
+    then scripts/report.py, with no benchmark step."""
+    assert readme_sweep.command == "python run.py -m attention=softmax,linear,local task=listops profile=smoke", (
+        "the tests below read the README's smoke sweep of softmax, linear and local")
     root = tmp_path_factory.mktemp("fresh")
-    env = env_for(root)
-    sweep = sh(["run.py", *SWEEP, f"hydra.sweep.dir={root / 'multirun'}"], env)
-    report = sh(["scripts/report.py", "--out", str(root / "report")], env, timeout=300)
-    return root, sweep, report
+    shutil.copytree(readme_sweep.root / "runs", root / "runs")
+    report = sh(["scripts/report.py", "--out", str(root / "report")], env_for(root), timeout=300)
+    return root, readme_sweep.proc, report
 
 
 @pytest.mark.slow
@@ -72,7 +73,7 @@ def test_one_task_figures_keep_their_titles_inside(swept):
 
 
 @pytest.mark.slow
-def test_a_sweep_ends_with_a_summary_of_every_job(swept):
+def test_a_sweep_ends_with_a_summary_of_every_job(swept, readme_sweep):
     root, sweep, _ = swept
     text = sweep.stderr.split("sweep summary")[1]
     assert text.startswith(" (3 jobs: 3 ok)"), text
@@ -80,7 +81,8 @@ def test_a_sweep_ends_with_a_summary_of_every_job(swept):
         line = next(x for x in text.splitlines() if x.startswith(f"{num} "))
         assert " ok " in line and f"attention={attention}" in line and "record.json" in line
         assert re.search(r" \d+\.\d\d ", line) and re.search(r" \d+:\d\d ", line)  # test acc, wall time
-    assert (root / "multirun" / "summary.txt").read_text().startswith("sweep summary (3 jobs")
+    (summary,) = readme_sweep.root.glob("cache/hydra/multirun/*/*/summary.txt")  # in the default sweep folder
+    assert summary.read_text().startswith("sweep summary (3 jobs")
 
 
 def test_missing_data_is_reported_as_missing_data_and_every_failure_is_named(tmp_path):
@@ -156,7 +158,7 @@ def test_an_outside_mixer_passes_the_same_contract_checks(outside):
 
 
 @pytest.mark.slow
-def test_an_outside_mixer_runs_sweeps_and_reports(outside, tmp_path):
+def test_an_outside_mixer_runs_sweeps_and_reports(outside, tmp_path, report_script):
     env = env_for(tmp_path, PYTHONPATH=os.pathsep.join([str(outside), str(ROOT)]))
     search = f"hydra.searchpath=[file://{outside / 'conf'}]"
     sweep = sh(["run.py", "-m", "attention=meanpool,softmax", "profile=smoke", search,
@@ -165,7 +167,8 @@ def test_an_outside_mixer_runs_sweeps_and_reports(outside, tmp_path):
     one = sh(["run.py", "attention=fnet", "attention._target_=mypkg.mixers.MeanPool", "+attention.gain=2.0",
               "profile=smoke"], env)  # the class named on the command line alone
     assert one.returncode == 0, (one.stdout + one.stderr)[-3000:]
-    report = sh(["scripts/report.py", "--out", str(tmp_path / "report")], env, timeout=300)
+    report = report_script("--runs-dir", tmp_path / "runs", "--bench-dir", tmp_path / "bench", "--out",
+                           tmp_path / "report")
     assert report.returncode == 0, report.stderr
     table = (tmp_path / "report" / "table1.md").read_text()
     assert "meanpool" in table and "softmax" in table
