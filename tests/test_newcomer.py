@@ -369,7 +369,7 @@ def test_every_readme_command_runs(tmp_path, readme_sweep):
             args = shlex.split(command)
             if command.startswith("python run.py ") and "profile=smoke" not in command:
                 continue  # the main job: its checks above; it takes minutes (the smoke runs show the path works)
-            if command == readme_sweep.command:  # run once for the suite, with this test's environment
+            if command == readme_sweep.command:  # run once for the suite, in the same user shell (conftest)
                 proc = readme_sweep.proc
                 assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-3000:]}"
                 assert "sweep summary (3 jobs: 3 ok)" in proc.stderr
