@@ -45,8 +45,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run as one group (``xdist_group``: a cluster, a shared reference run), then the ``slow`` tests, then the rest.
     The order within each class is unchanged; a serial run keeps the files' order. A test that reads the shared
     README sweep outside its group is refused (a second worker would run the sweep again)."""
-    strays = [item.nodeid for item in items if "readme_sweep" in getattr(item, "fixturenames", ())
-              and not any(m.args == (README_SWEEP_GROUP,) for m in item.iter_markers("xdist_group"))]
+    def group(item: pytest.Item) -> str | None:  # the group xdist's loadgroup gives the item (its closest mark)
+        mark = item.get_closest_marker("xdist_group")
+        return None if mark is None else mark.args[0] if mark.args else mark.kwargs.get("name")
+
+    strays = [item.nodeid for item in items
+              if "readme_sweep" in getattr(item, "fixturenames", ()) and group(item) != README_SWEEP_GROUP]
     if strays:
         raise pytest.UsageError(f"{', '.join(strays)} read(s) the readme_sweep fixture: mark it "
                                 f"@pytest.mark.xdist_group({README_SWEEP_GROUP!r}) (tests/conftest.py)")
@@ -130,14 +134,18 @@ def report_script(capsys, monkeypatch):
     What main() sets for the whole process (logging, warning filters, figures) is undone after each call."""
     import matplotlib.pyplot as plt
 
-    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # scripts/_repo.py prepends the checkout
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     module = sys.modules.get("lra_report_script")
     if module is None:
+        pythonpath = os.environ.get("PYTHONPATH")  # scripts/_repo.py prepends the checkout for the script's children
         spec = importlib.util.spec_from_file_location("lra_report_script", ROOT / "scripts" / "report.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules["lra_report_script"] = module
+        if pythonpath is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = pythonpath
 
     def report(*args: object, cwd: Path = ROOT) -> SimpleNamespace:
         root = logging.getLogger()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from lra_bench.records import read_records
 from lra_bench.runner import run
@@ -27,7 +28,12 @@ def launch(tmp_path, name, prefix):
 
 @pytest.mark.slow
 def test_ddp_two_processes_match_single_process(tmp_path):
-    single = run(compose_run(ARGS, tmp_path))  # in this process: what `python run.py ARGS` runs
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank (OMP_NUM_THREADS=1): the same float sums
+    try:
+        single = run(compose_run(ARGS, tmp_path))  # in this process: what `python run.py ARGS` runs
+    finally:
+        torch.set_num_threads(threads)
     ddp = launch(tmp_path, "ddp", [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                    "--nproc_per_node=2"])
     assert ddp["throughput"]["processes"] == 2 and single["throughput"]["processes"] == 1

@@ -27,6 +27,7 @@ import pytest
 from lra_bench.config import check_kwargs
 from lra_bench.data.hub_access import hub_unreachable
 from lra_bench.progress import PROGRESS_ENV, SWEEP_JOB_ENV, bars_enabled
+from lra_bench.records import read_records
 from lra_bench.reports.efficiency import scaling_plot, table2
 from lra_bench.reports.noise import MARK, NOISY_IQR
 from lra_bench.suggest import check_overrides
@@ -374,6 +375,9 @@ def test_every_readme_command_runs(tmp_path, readme_sweep):
                 assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-3000:]}"
                 assert "sweep summary (3 jobs: 3 ok)" in proc.stderr
                 shutil.copytree(readme_sweep.root / "runs", tmp_path / "runs", dirs_exist_ok=True)
+                hashes = {r["attention"] + " " + r["config_hash"] for r in read_records(tmp_path / "runs")}
+                assert len(hashes) == 5 and sum(h.startswith("linear ") for h in hashes) == 2, hashes  # the
+                # single runs' performer and linear (lr, depth) are other configurations than the sweep's
                 continue
             if command.startswith("python scripts/report.py"):
                 args += ["--out", str(tmp_path / "report")]

@@ -35,11 +35,15 @@ def test_modules_sharing_a_cluster_or_a_reference_run_stay_on_one_worker(module,
 def test_a_reader_of_the_shared_readme_sweep_outside_its_group_is_refused(monkeypatch):
     """conftest.readme_sweep runs once per worker: a test that reads it outside its xdist group would make a
     second worker run the sweep again, so collection refuses it, naming the test and the mark to add."""
-    grouped = SimpleNamespace(nodeid="t::in", fixturenames=["tmp_path", "readme_sweep"],
-                              iter_markers=lambda name: [pytest.mark.xdist_group(conftest.README_SWEEP_GROUP).mark])
-    stray = SimpleNamespace(nodeid="t::out", fixturenames=["readme_sweep"], iter_markers=lambda name: [])
+    def item(nodeid: str, *marks: pytest.MarkDecorator) -> SimpleNamespace:
+        closest = {m.mark.name: m.mark for m in marks}
+        return SimpleNamespace(nodeid=nodeid, fixturenames=["tmp_path", "readme_sweep"], get_closest_marker=closest.get)
+
+    grouped = item("t::in", pytest.mark.xdist_group(conftest.README_SWEEP_GROUP))
+    by_name = item("t::kw", pytest.mark.xdist_group(name=conftest.README_SWEEP_GROUP))
+    stray = item("t::out", pytest.mark.xdist_group("another"))
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # the check alone, not the ordering
-    conftest.pytest_collection_modifyitems(None, [grouped, fake_item("other")])
+    conftest.pytest_collection_modifyitems(None, [grouped, by_name, fake_item("other")])
     with pytest.raises(pytest.UsageError, match=r"t::out .*xdist_group\("):
         conftest.pytest_collection_modifyitems(None, [grouped, stray])
 

@@ -40,12 +40,13 @@ def swept(readme_sweep, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_sweep_then_the_report_draws_the_bubble_chart_without_a_benchmark(swept):
+def test_a_sweep_then_the_report_draws_the_bubble_chart_without_a_benchmark(swept, readme_sweep):
     root, sweep, report = swept
     assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
     assert report.returncode == 0, report.stderr
     out = root / "report"
     assert (out / "bubble.png").stat().st_size > 10_000 and not (root / "bench").exists()
+    assert not (readme_sweep.root / "bench").exists(), "the sweep itself wrote no benchmark cell"
     points = pd.read_csv(out / "bubble.csv")
     assert sorted(points.attention) == ["linear", "local", "softmax"]
     svg = (out / "bubble.svg").read_text()
@@ -164,6 +165,7 @@ def test_an_outside_mixer_runs_sweeps_and_reports(outside, tmp_path, report_scri
     sweep = sh(["run.py", "-m", "attention=meanpool,softmax", "profile=smoke", search,
                 f"hydra.sweep.dir={tmp_path / 'multirun'}"], env)
     assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]
+    assert (tmp_path / "multirun" / "summary.txt").read_text().startswith("sweep summary (2 jobs: 2 ok)")
     one = sh(["run.py", "attention=fnet", "attention._target_=mypkg.mixers.MeanPool", "+attention.gain=2.0",
               "profile=smoke"], env)  # the class named on the command line alone
     assert one.returncode == 0, (one.stdout + one.stderr)[-3000:]
