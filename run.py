@@ -70,6 +70,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from lra_bench.errors import DataError, DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
 from lra_bench.progress import SWEEP_JOB_ENV  # noqa: E402
+from lra_bench.scheduler import hand_over  # noqa: E402
 from lra_bench.suggest import check_overrides  # noqa: E402
 from lra_bench.sweeps import note_job, print_summary  # noqa: E402
 
@@ -205,7 +206,7 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
             if code == EXIT_PREEMPTED:
                 log.warning("job %s checkpointed after %s: handing over to the scheduler (requeue)", hc.job.num,
                             signal.Signals(signum).name)
-                scheduler(signum, None)  # submitit: requeue on SIGUSR2 (then exits), log on SIGTERM
+                hand_over(scheduler, signum)  # submitit: requeue on SIGUSR2 (then exits), log on SIGTERM
         if code in (EXIT_PREEMPTED, EXIT_INTERRUPTED) or _sweep["signal"] is not None:
             stop_sweep(f"job {hc.job.num} stopped (exit code {code})", {**job, "wall_s": time.time() - started})
     if code == EXIT_BUSY:

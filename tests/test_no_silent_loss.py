@@ -330,3 +330,29 @@ def test_report_reads_lra_results_dir(tmp_path, monkeypatch, report_script):
     done = report_script("--out", out)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "50.00" in (out / "table1.md").read_text()
+
+
+def test_a_requeue_whose_scontrol_got_the_requeues_sigterm_ends_the_attempt_as_requeued():
+    """SLURM's SIGTERM to a requeued job can reach `scontrol requeue` itself before it exits (seen in CI under load):
+    submitit then raises CalledProcessError although the job was requeued. The attempt ends as after a requeue
+    (SystemExit(-1), no result file: the parent waits for the requeued attempt); other failures still raise."""
+    import signal
+    import subprocess
+
+    from lra_bench.scheduler import hand_over
+
+    def scontrol(code: int, cmd: tuple[str, ...] = ("scontrol", "requeue", "4")):
+        def handler(signum: int, frame: object) -> None:
+            raise subprocess.CalledProcessError(code, list(cmd))
+        return handler
+
+    with pytest.raises(SystemExit) as ended:
+        hand_over(scontrol(-signal.SIGTERM), signal.SIGUSR2)
+    assert ended.value.code == -1
+    with pytest.raises(subprocess.CalledProcessError):
+        hand_over(scontrol(1), signal.SIGUSR2)  # scontrol failed: the job was not requeued
+    with pytest.raises(subprocess.CalledProcessError):
+        hand_over(scontrol(-signal.SIGTERM, ("sacct", "-j", "4")), signal.SIGUSR2)
+    seen = []
+    hand_over(lambda signum, frame: seen.append(signum), signal.SIGTERM)  # submitit only logs a SIGTERM
+    assert seen == [signal.SIGTERM]
