@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from lra_bench.bench.memory import peak_memory_bytes, reset_peak_memory
 from lra_bench.bench.table2 import run_benchmark
 from lra_bench.bench.timing import time_callable
 from lra_bench.records import checksum
-from lra_bench.reports.efficiency import fit_exponent, load_cells, scaling_plot, spearman, table2
+from lra_bench.reports.efficiency import fit_exponent, load_cells, rank_text, scaling_plot, spearman, table2
 from tests.conftest import CONFIGS, compose_run
 
 CPU = torch.device("cpu")
@@ -136,6 +137,10 @@ def test_spearman_matches_definition():
     assert spearman(a, a * 10) == pytest.approx(1.0)
     assert spearman(a, -a) == pytest.approx(-1.0)
     assert np.isnan(spearman(a[:2], a[:2]))
+    with warnings.catch_warnings():  # every variant at chance (constant accuracies): undefined, and no numpy warning
+        warnings.simplefilter("error")
+        assert np.isnan(spearman(a * 0 + 50.55, a))
+    assert rank_text(float("nan")).startswith("undefined") and rank_text(0.123) == "0.12"
 
 
 def test_crossover_length_where_a_variant_overtakes_flash():

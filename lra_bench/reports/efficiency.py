@@ -93,12 +93,18 @@ def exponents(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def spearman(a: pd.Series, b: pd.Series) -> float:
-    """Spearman rank correlation (average ranks for ties) of two aligned series."""
+    """Spearman rank correlation (average ranks for ties) of two aligned series; NaN (undefined) with fewer than 3
+    shared rows or when either side is constant (every rank tied)."""
     both = pd.concat([a, b], axis=1).dropna()
-    if len(both) < 3:
-        return float("nan")
     ranks = both.rank()
+    if len(both) < 3 or (ranks.nunique() < 2).any():
+        return float("nan")
     return float(np.corrcoef(ranks.iloc[:, 0], ranks.iloc[:, 1])[0, 1])
+
+
+def rank_text(rho: float) -> str:
+    """A rank correlation for prose: two decimals, or why it is undefined."""
+    return f"{rho:.2f}" if np.isfinite(rho) else "undefined (fewer than 3 shared rows, or one side all tied)"
 
 
 def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bool = False) -> str:
@@ -162,7 +168,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`, batch "
                   f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
                   f"inputs during a training step; {ratios}. Spearman rank "
-                  f"agreement of steps/s at N={longest} with the paper's 4K column: {rho:.2f}.\n")
+                  f"agreement of steps/s at N={longest} with the paper's 4K column: {rank_text(rho)}.\n")
         shown = t.drop(columns=[*GROUP, "noisy timings at N"]).astype({"time exp.": object})
         shown.loc[t["noisy timings at N"] != "", "time exp."] = [
             f"{v} {MARK}" for v in shown.loc[t["noisy timings at N"] != "", "time exp."]]
