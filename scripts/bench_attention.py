@@ -32,17 +32,21 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
+    ap.add_argument("--compile", choices=("auto", "true", "false"), default="auto",
+                    help="torch.compile each layer, as trainer.compile: auto = on CUDA only")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--out", type=Path, default=None, help="CSV to write (printed as Markdown either way)")
     args = ap.parse_args()
     names = args.attentions or list_attentions()
     if "softmax" not in names:
         names = ["softmax", *names]
+    compile_setting = {"true": True, "false": False}.get(args.compile, "auto")
     rows = []
     for n in args.lengths:
         for name in names:
             config = {"attention": OmegaConf.to_container(OmegaConf.load(CONFIGS / f"{name}.yaml")),
-                      "model": {"dim": args.dim, "num_heads": args.heads}, "trainer": {"precision": "fp32"}}
+                      "model": {"dim": args.dim, "num_heads": args.heads},
+                      "trainer": {"precision": "fp32", "compile": compile_setting}}
             payload = {"mode": "attention", "config": config, "n": n, "batch": args.batch,
                        "warmup": args.warmup, "repeats": args.repeats, "device": args.device}
             res = run_isolated("lra_bench.bench.cell", payload, args.timeout)
@@ -50,6 +54,13 @@ def main() -> None:
             print(f"{name:>14} N={n:<6} {res.get('status')} median {res.get('median_s', float('nan')):.4f}s "
                   f"peak+{(res.get('peak_delta_bytes') or 0) / 2**20:.1f} MiB", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
+    failed = df[df.status == "failed"] if "message" in df else df.iloc[:0]
+    if not failed.empty:  # an OOM or a timeout is a result; a failure is a bug to show, not a NaN in the table
+        for r in failed.itertuples():
+            print(f"{r.attention} N={r.n}: failed: {r.message}", file=sys.stderr)
+        sys.exit(f"{len(failed)} of {len(df)} cells failed (above); no table written")
+    for column in ("median_s", "peak_delta_bytes"):  # absent when every cell ran out of memory or time
+        df[column] = df.get(column, float("nan"))
     base = df[df.attention == "softmax"].set_index("n")
     df["time_vs_softmax"] = df.apply(lambda r: r.median_s / base.loc[r.n, "median_s"], axis=1)
     df["memory_vs_softmax"] = df.apply(lambda r: r.peak_delta_bytes / base.loc[r.n, "peak_delta_bytes"], axis=1)
