@@ -138,3 +138,67 @@ def test_bubble_caption_counts_the_seeds_of_every_task():
     assert "3 seeds per task: Student t" in caption(points([3.0], [3.0]), meta, None)
     assert "2 to 3 seeds per task" in caption(points([2.0, 3.0], [3.0, 3.0]), meta, None)
     assert "(1 seed: test sampling only (Wilson))" in caption(points([1.0], [1.0]), meta, "listops")
+
+
+def _cell_records(runs, task, att, accs, labels, fingerprint, seed0=0, profile="cpu"):
+    """Records of one cell whose per-example predictions are right on the first round(acc * N) examples."""
+    for seed, acc in enumerate(accs, start=seed0):
+        right = np.arange(len(labels)) < round(acc * len(labels))
+        rec = record(task, att, seed, acc=float(right.mean()), profile=profile)
+        rec["test_examples"] = len(labels)
+        rec[predictions.FIELD] = predictions.encode(np.where(right, labels, (labels + 1) % 10), labels, fingerprint)
+        write(runs, rec)
+
+
+def test_cells_on_different_test_sets_are_not_compared(tmp_path):
+    """Both cells kept predictions, but on different test sets: no paired test and no Welch fallback either (their
+    accuracies measure different things); the note names the cell."""
+    labels = np.arange(400) % 10
+    runs = tmp_path / "runs"
+    _cell_records(runs, "listops", "softmax", [0.40, 0.42, 0.44], labels, "test-set-A")
+    _cell_records(runs, "listops", "linear", [0.60, 0.62, 0.64], labels, "test-set-A")
+    _cell_records(runs, "listops", "local", [0.60, 0.62, 0.64], labels, "test-set-B")
+    t, md = table1(load_runs(runs), "cpu")
+    t = t.set_index("attention")
+    assert t.loc["linear", "listops_vs_ref"] == "better" and t.loc["linear", "listops_method"] == "paired"
+    assert t.loc["local", "listops_vs_ref"] == "untested" and t.loc["local", "listops_method"] == ""
+    assert "whose predictions are on a different test set: local/listops" in md
+    a = sample([40.0, 42.0], [predictions.encode(labels, labels, "x")] * 2)  # mismatching accs: unpaired
+    assert a.correct is None and "disagree" in a.why_unpaired
+    _cell_records(runs, "image", "softmax", [0.40, 0.42], labels, "img")
+    _cell_records(runs, "image", "linear", [0.40, 0.42], labels, "img")
+    rec = record("image", "rfa", 0, acc=0.5)  # an older record, no predictions: named as such
+    write(runs, rec)
+    write(runs, record("image", "rfa", 1, acc=0.5))
+    _, md = table1(load_runs(runs), "cpu")
+    assert "lack per-example test predictions (older records): rfa/image" in md
+
+
+def test_the_best_is_taken_among_testable_cells(tmp_path):
+    """A single-seed cell with the highest mean cannot be tested against anything: the tied-with-best set is built
+    around the best cell with 2+ seeds instead of coming out empty (untested) for the whole column."""
+    labels = np.arange(1000) % 10
+    runs = tmp_path / "runs"
+    _cell_records(runs, "listops", "softmax", [0.40, 0.41, 0.42], labels, "A")
+    _cell_records(runs, "listops", "linear", [0.50, 0.51, 0.52], labels, "A")
+    _cell_records(runs, "listops", "local", [0.30, 0.31, 0.32], labels, "A")
+    _cell_records(runs, "listops", "performer", [0.90], labels, "A")  # one seed, far ahead
+    t, md = table1(load_runs(runs), "cpu")
+    t = t.set_index("attention")
+    assert t.loc["linear", "listops_tied"] and not t.loc["local", "listops_tied"]
+    assert not t.loc["performer", "listops_tied"] and t.loc["performer", "listops_n"] == 1
+    assert "Tied with the best: ListOps: linear" in md
+
+
+def test_the_average_is_tested_only_over_the_reference_tasks(tmp_path):
+    """A variant with a task the reference lacks shows an average over other tasks than the reference's: marking it
+    against the reference would describe a number the table does not show."""
+    labels = np.arange(1000) % 10
+    runs = tmp_path / "runs"
+    for att, acc in (("softmax", 0.40), ("linear", 0.60), ("local", 0.60)):
+        _cell_records(runs, "listops", att, [acc, acc + 0.01, acc + 0.02], labels, "A")
+    _cell_records(runs, "image", "local", [0.10, 0.11, 0.12], labels, "B")  # only local has image
+    t, _ = table1(load_runs(runs), "cpu")
+    t = t.set_index("attention")
+    assert t.loc["linear", "avg_vs_ref"] == "better"
+    assert t.loc["local", "avg_vs_ref"] == "untested" and t.loc["local", "listops_vs_ref"] == "better"

@@ -7,8 +7,10 @@ compared by
 
 * ``paired``: the paired test over seeds and examples (:func:`lra_bench.stats.paired.paired_difference`) when both
   have predictions on the same test set (same fingerprint);
-* ``welch``: Welch's t over the seeds' accuracies alone when either lacks them (older records);
-* nothing (``untested``) when either cell has a single seed: the seed-to-seed spread is then unknown.
+* ``welch``: Welch's t over the seeds' accuracies alone when either lacks them (older records). It is conditional
+  on the test set (test-example sampling is left out), so it is not more conservative than the paired test;
+* nothing (``untested``) when either cell has a single seed (the seed-to-seed spread is then unknown), or when both
+  kept predictions but on different test sets (their accuracies measure different things).
 
 Within one family (all variants against one reference, on one task or on the average) p-values are
 Holm-corrected, so the chance of marking any variant different when none is stays at or below 5 %. The average's
@@ -29,6 +31,7 @@ from lra_bench.stats.paired import ALPHA, holm_adjusted, p_value, paired_differe
 BETTER, WORSE, TIED, UNTESTED, REFERENCE = "better", "worse", "not significant", "untested", "reference"
 MARKS = {BETTER: "▲", WORSE: "▼", TIED: "≈", UNTESTED: "", REFERENCE: "ref"}
 BEST_MARK = "★"
+NO_PREDICTIONS = "record(s) without per-example predictions"  # the end of Sample.why_unpaired for older records
 
 
 @dataclass
@@ -49,7 +52,7 @@ def sample(accs_pct, prediction_fields) -> Sample:
     fields = list(prediction_fields)
     if not fields or any(not isinstance(f, dict) for f in fields):
         missing = sum(not isinstance(f, dict) for f in fields)
-        return Sample(accs, why_unpaired=f"{missing} of {len(fields)} record(s) without per-example predictions")
+        return Sample(accs, why_unpaired=f"{missing} of {len(fields)} {NO_PREDICTIONS}")
     prints = {f.get("test_fingerprint") for f in fields}
     if len(prints) != 1:
         return Sample(accs, why_unpaired="seeds evaluated on different test sets")
@@ -63,10 +66,13 @@ def sample(accs_pct, prediction_fields) -> Sample:
 
 
 def compare(a: Sample, b: Sample) -> tuple[float, float, float, str] | None:
-    """(a - b in points, standard error, degrees of freedom, method) or None when untestable (a single seed)."""
+    """(a - b in points, standard error, degrees of freedom, method) or None when untestable (a single seed, or
+    predictions on different test sets)."""
     if len(a.accs) < 2 or len(b.accs) < 2:
         return None
-    if a.correct is not None and b.correct is not None and a.fingerprint == b.fingerprint:
+    if a.correct is not None and b.correct is not None:
+        if a.fingerprint != b.fingerprint:
+            return None  # different test sets: neither a paired test nor a comparison of their accuracies
         d, se, df = paired_difference(a.correct, b.correct)
         return float(d) * 100, float(se) * 100, float(df), "paired"
     d, se, df = welch_seeds(a.accs, b.accs)
@@ -105,15 +111,18 @@ def against(reference: str, samples: dict[str, Sample]) -> dict[str, dict]:
 
 
 def against_average(reference: str, per_task: dict[str, dict[str, Sample]]) -> dict[str, dict]:
-    """The LRA average: per variant the tasks it shares with ``reference``; untested unless all of them are tested
-    and the variant has every task the reference has."""
+    """The LRA average: untested unless the variant has exactly the reference's tasks (so the difference tested is
+    the difference of the averages shown) and every one of them is tested."""
     names = sorted({n for samples in per_task.values() for n in samples})
+    tasks = [t for t, s in per_task.items() if reference in s]
     results: dict[str, tuple | None] = {}
     for name in names:
         if name == reference:
             continue
-        tasks = [t for t, s in per_task.items() if reference in s]
-        parts = [compare(per_task[t][name], per_task[t][reference]) if name in per_task[t] else None for t in tasks]
+        if [t for t, s in per_task.items() if name in s] != tasks:
+            results[name] = None
+            continue
+        parts = [compare(per_task[t][name], per_task[t][reference]) for t in tasks]
         results[name] = combine(parts) if parts and all(parts) else None
     return family(reference, results)
 

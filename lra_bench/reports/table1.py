@@ -292,18 +292,21 @@ def significance_of(cells: pd.DataFrame, reference: str) -> dict[str, dict]:
                 for task, g in cells[cells.n > 0].groupby("task")}
     out = {}
     for task, samples in per_task.items():
-        means = {a: float(np.mean(s.accs)) for a, s in samples.items()}
-        top = sig.best(means)
+        # the best among the cells that can be tested (2+ seeds): a single-seed best would leave every tie untested
+        testable = {a: s for a, s in samples.items() if len(s.accs) >= 2} or samples
+        top = sig.best({a: float(np.mean(s.accs)) for a, s in testable.items()})
         out[task] = {"vs_ref": sig.against(reference, samples) if reference in samples else {}, "best": top,
                      "tied": sig.tied_with_best(sig.against(top, samples))}
     five = {t: s for t, s in per_task.items() if t in TASKS5}
-    averages: dict[str, tuple[int, float]] = {}
+    averages: dict[str, tuple[int, float, bool]] = {}  # variant -> (tasks, sum of means, every task 2+ seeds)
     for samples in five.values():
         for a, s in samples.items():
-            k, total = averages.get(a, (0, 0.0))
-            averages[a] = (k + 1, total + float(np.mean(s.accs)))
-    most = max((k for k, _ in averages.values()), default=0)
-    top = sig.best({a: total / k for a, (k, total) in averages.items() if k == most})
+            k, total, testable = averages.get(a, (0, 0.0, True))
+            averages[a] = (k + 1, total + float(np.mean(s.accs)), testable and len(s.accs) >= 2)
+    most = max((k for k, _, _ in averages.values()), default=0)
+    full = {a: v for a, v in averages.items() if v[0] == most}
+    full = {a: v for a, v in full.items() if v[2]} or full
+    top = sig.best({a: total / k for a, (k, total, _) in full.items()})
     has_ref = any(reference in s for s in five.values())
     out["avg"] = {"vs_ref": sig.against_average(reference, five) if has_ref else {}, "best": top,
                   "tied": sig.tied_with_best(sig.against_average(top, five)) if top else None}
@@ -316,13 +319,16 @@ def significance_note(cells: pd.DataFrame, tests: dict[str, dict], reference: st
     ok = cells[cells.n > 0]
     lines = [f"Against `{reference}` (Holm-corrected across variants, 5 %): {sig.MARKS[sig.BETTER]} better, "
              f"{sig.MARKS[sig.WORSE]} worse, {sig.MARKS[sig.TIED]} not significantly different; "
-             f"{sig.BEST_MARK} statistically tied with the best of the column (the best included). "]
+             f"{sig.BEST_MARK} statistically tied with the best of the column (the best included; the best is "
+             "taken among cells with 2 or more seeds, and every variant is tested against it, Holm-corrected the "
+             "same way). "]
     methods = [v["method"] for t in tests.values() for v in t["vs_ref"].values() if v["method"]]
     if methods:
         counts = pd.Series(methods).value_counts()
         lines.append("Tests made: " + ", ".join(f"{k} {m}" for m, k in counts.items()) + " (paired = over seeds and "
-                     "test examples; welch = over seeds only, where per-example predictions are missing; mixed = "
-                     "an average over tasks of both). ")
+                     "test examples; welch = over seeds only, where per-example predictions are missing: it "
+                     "leaves out test-example sampling, so it only says whether the variants differ on this test "
+                     "set; mixed = an average over tasks of both). ")
     elif reference not in set(ok.attention):
         lines.append(f"No `{reference}` cell in this profile, so nothing is marked against it (--reference). ")
     single = ok[ok.n < 2]
@@ -330,14 +336,26 @@ def significance_note(cells: pd.DataFrame, tests: dict[str, dict], reference: st
         lines.append(f"{len(single)} of {len(ok)} cells have a single seed: their interval is the test sample's "
                      "alone (Wilson) and they enter no test -- a test needs 2 or more seeds on both sides, since "
                      "the seed-to-seed spread is otherwise unknown. ")
-    unpaired = [f"{r.attention}/{r.task}" for r in ok.itertuples() if r.sample.correct is None]
-    if unpaired and len(unpaired) == len(ok):
+    unpaired = [r for r in ok.itertuples() if r.sample.correct is None]
+    missing = [f"{r.attention}/{r.task}" for r in unpaired if r.sample.why_unpaired.endswith(sig.NO_PREDICTIONS)]
+    other = [f"{r.attention}/{r.task} ({r.sample.why_unpaired})" for r in unpaired
+             if not r.sample.why_unpaired.endswith(sig.NO_PREDICTIONS)]
+    if missing and len(missing) == len(ok):
         lines.append(f"None of the {len(ok)} cells' records kept per-example test predictions (older records), so "
                      "no paired comparison is possible here; cells with 2 or more seeds are compared over seeds only. ")
-    elif unpaired:
-        shown = ", ".join(unpaired[:12]) + (f" and {len(unpaired) - 12} more" if len(unpaired) > 12 else "")
-        lines.append(f"No paired comparison is possible for {len(unpaired)} cell(s) whose records lack per-example "
+    elif missing:
+        shown = ", ".join(missing[:12]) + (f" and {len(missing) - 12} more" if len(missing) > 12 else "")
+        lines.append(f"No paired comparison is possible for {len(missing)} cell(s) whose records lack per-example "
                      f"test predictions (older records): {shown}. ")
+    if other:
+        lines.append(f"No paired comparison is possible for {len(other)} more cell(s): {', '.join(other)}. ")
+    ref_print = {r.task: r.sample.fingerprint for r in ok.itertuples()
+                 if r.attention == reference and r.sample.correct is not None}
+    elsewhere = [f"{r.attention}/{r.task}" for r in ok.itertuples() if r.sample.correct is not None
+                 and r.task in ref_print and r.sample.fingerprint != ref_print[r.task]]
+    if elsewhere:
+        lines.append(f"Not compared with `{reference}`, whose predictions are on a different test set: "
+                     f"{', '.join(elsewhere)}. ")
     ties = [f"{TASK_LABELS.get(t, 'LRA avg')}: {', '.join(sorted(tests[t]['tied']))}"
             for t in (*TASKS, "avg") if t in tests and tests[t]["tied"] is not None]
     if ties:
@@ -398,8 +416,9 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
     table = pd.DataFrame(rows)
     display = ["attention", *(TASK_LABELS[t] for t in TASKS), AVG5, AVG6] + ([PAPER_AVG] if paper_columns else [])
     md = ["Test accuracy (%) of the best-validation weights on the full test set: mean over seeds and its 95 % "
-          "confidence interval [low, high] (Student t with n - 1 degrees of freedom, n seeds shown); with one seed "
-          f"the interval of the test sample alone (Wilson), labelled \"{ONE_SEED}\". FAIL / OOM / KILL / DIV = no "
+          "confidence interval [low, high] (Student t with n - 1 degrees of freedom, n seeds shown: the seed-to-seed "
+          "spread on this test set, test sampling not included); with one seed the interval of the test sample "
+          f"alone (Wilson), labelled \"{ONE_SEED}\". FAIL / OOM / KILL / DIV = no "
           "successful run, only failed / out-of-memory / SIGKILLed / diverged ones; blank = never run; "
           f"synthetic-data runs never count. {AVG5}: mean of the 5 task means as the paper (Path-X excluded), or "
           "the mean over the tasks present, marked partial; its interval combines the tasks' (independent test "

@@ -17,8 +17,9 @@ capped at nA + nR - 2: with 3 seeds a side the uncapped df (median 4.2) made the
 It needs 2 or more seeds on each side: with one seed the seed-to-seed spread is unknown and no test is made.
 Vectorised over leading axes (the simulations in tests/test_stats.py run thousands at once).
 
-Without per-example predictions (older records) :func:`welch_seeds` compares per-seed accuracies alone
-(unpaired over examples, so less powerful but still valid).
+Without per-example predictions (older records) :func:`welch_seeds` compares per-seed accuracies alone. That test is
+conditional on the test set: it leaves out the test-example term, so its standard error is never larger than the
+paired one's and it is not the more conservative of the two; it says whether the variants differ on this test set.
 """
 
 from __future__ import annotations
