@@ -208,3 +208,20 @@ def test_kendall_tau_between_seed_halves():
     assert half_tau(flipped)[0] == pytest.approx(-1.0)
     tau, n, why = half_tau({"a": {0: 1.0}, "b": {0: 2.0, 1: 3.0}})
     assert math.isnan(tau) and n == 1 and "3 variants" in why
+
+
+def test_kendall_tau_keeps_the_seeds_most_variants_share():
+    """One variant run on other seeds is left out (and named) instead of emptying the common seed set; a half that
+    ranks every variant equal gives an undefined tau that says why."""
+    accs = {v: {0: k, 1: k + 0.1, 2: k + 0.2} for k, v in enumerate("abcd")}
+    accs["e"] = {7: 0.0, 8: 9.0}
+    tau, n, why = half_tau(accs)
+    assert tau == pytest.approx(1.0) and n == 4 and "seeds [0] vs [1, 2]" in why and "e left out" in why
+    partial = {v: {0: k, 1: k} for k, v in enumerate("abc")} | {"d": {0: 5.0, 1: 6.0, 2: 7.0}}
+    tau, n, why = half_tau(partial)
+    assert tau == pytest.approx(1.0) and n == 4 and why == "seeds [0] vs [1]"  # {0, 1}: shared by all four
+    flat = {v: {0: 50.0, 1: k} for k, v in enumerate("abc")}
+    tau, n, why = half_tau(flat)
+    assert math.isnan(tau) and n == 3 and "one half ranks every variant equal" in why
+    ties = {"a": {0: 1.0, 1: 1.0}, "b": {0: 1.0, 1: 2.0}, "c": {0: 2.0, 1: 3.0}}
+    assert half_tau(ties)[0] == pytest.approx(stats.kendalltau([1, 1, 2], [1, 2, 3]).statistic)  # tau-b

@@ -23,10 +23,10 @@ def rank_reliability(cells: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if not table.empty:
         table = table.sort_values(["profile", "task"], key=lambda c: c.map(
             {t: i for i, t in enumerate(TASKS)}) if c.name == "task" else c).reset_index(drop=True)
-    head = ("**Rank reliability**: per task, Kendall's tau between the rankings of the variants by the first half of "
-            "their seeds and by the other half (seeds sorted; with 2 seeds, seed by seed). 1 = the same order, "
-            "0 = unrelated: a ranking that seed noise decides has tau near 0.\n")
-    if table.empty or table.tau.isna().all():
+    head = ("**Rank reliability**: per task, Kendall's tau (tau-b, ties counted) between the rankings of the "
+            "variants by the first half of their seeds and by the other half (seeds sorted; with 2 seeds, seed by "
+            "seed). 1 = the same order, 0 = unrelated: a ranking that seed noise decides has tau near 0.\n")
+    if table.empty or (table.tau.isna() & (table.variants < 3)).all():
         return table, head + ("\nNot computable here: it needs 3 or more variants with 2 or more common seeds per "
                               "task.\n")
     shown = pd.DataFrame({"profile": table.profile, "task": table.task.map(TASK_LABELS),
