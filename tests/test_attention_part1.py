@@ -154,6 +154,22 @@ def test_longformer_pattern():
     check_pattern(layer, pattern)
 
 
+@pytest.mark.parametrize(("window", "g"), [(2 * (N - 1), 0), (2 * (N - 1), 3), (1000, 1)])
+def test_longformer_band_over_the_whole_sequence(window, g):
+    """w/2 >= N - 1 without dilation: the pattern is all-to-all and runs as plain masked attention (the fast path of
+    short sequences); one token short of it, the blocked kernel still runs the band."""
+    layer = build("longformer", window=window, num_global=g)
+    assert layer.covers_sequence(N) and not build("longformer", window=2 * (N - 2)).covers_sequence(N)
+    assert not build("longformer", window=window, dilations=[1, 2]).covers_sequence(N)
+    check_pattern(layer, torch.ones(N, N, dtype=torch.bool))
+    x = torch.randn(2, N, DIM)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x, None), naive(layer, x, torch.ones(2, N, dtype=torch.bool),
+                                                         torch.ones(N, N, dtype=torch.bool)), rtol=1e-4, atol=1e-5)
+    short = build("longformer", window=2 * (N - 2), num_global=0)
+    check_pattern(short, (QI - KJ).abs() <= N - 2)
+
+
 @pytest.mark.parametrize("dilation", range(1, 9))
 @pytest.mark.parametrize("n", [24, 37, 40])  # 37 is a multiple of no dilation > 1; 24 and 40 of several
 def test_longformer_every_dilation_and_length(dilation, n):
