@@ -181,6 +181,21 @@ def test_longformer_every_dilation_and_length(dilation, n):
     check_pattern(layer, torch.stack(heads) | (qi < g) | (kj < g), n=n)
 
 
+def test_bigbird_covering_every_block_runs_as_plain_attention():
+    """Window + global blocks reaching every block, or few enough blocks left for the random picks to take them
+    all: the pattern is all-to-all and runs as plain masked attention (short sequences); in eval, random picks count
+    only at the buffer's own length (picks past a shorter one are dropped)."""
+    covered = build("bigbird", block_size=8, num_global_blocks=1, num_rand_blocks=2)  # 5 blocks; outside: at most 2
+    assert covered.covers_sequence(N) and not covered.training
+    check_pattern(covered, torch.ones(N, N, dtype=torch.bool))
+    assert not build("bigbird", block_size=8, num_global_blocks=1, num_rand_blocks=1).covers_sequence(N)
+    longer = build("bigbird", seq_len=64, block_size=8, num_global_blocks=1, num_rand_blocks=2)  # buffer: 8 blocks
+    assert not longer.covers_sequence(N) and longer.train().covers_sequence(N)
+    window_only = build("bigbird", seq_len=64, block_size=8, num_global_blocks=3, num_rand_blocks=0)
+    assert window_only.covers_sequence(N)  # blocks 3 and 4 (of 5) reach each other; blocks 0-2 are global
+    check_pattern(window_only, torch.ones(N, N, dtype=torch.bool))
+
+
 @pytest.mark.parametrize("seq_len", [N, 64])  # 64: the eval buffer holds more blocks than this N has
 def test_bigbird_pattern(seq_len):
     b, g = 4, 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention._flex import (
@@ -91,6 +92,15 @@ class SparsePatternAttention(Attention):
         if key not in self._classes:
             self._classes[key] = evaluate_classes(pattern_mod, heads, n, device)
         return self._classes[key]
+
+    def attend_all(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """Every query over every real key, through SDPA: what the blocked kernel computes when the pattern reaches
+        every token (short sequences), without its padded key blocks. q, k, v (B, H, N, D), mask (B, N) or None."""
+        p, scale = (self.attn_drop.p if self.training else 0.0), self.head_dim**-0.5
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=scale)  # (B, H, N, D)
+        keep = mask | ~mask.any(dim=-1, keepdim=True)  # (B, N); a fully padded row attends everywhere, not NaN
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :], dropout_p=p, scale=scale)
 
     @abc.abstractmethod
     def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:

@@ -9,14 +9,13 @@ Banded computation: for dilation d the sequence is split into d residue classes 
 class the window is a band of half-width r = w/2, computed in blocks of r tokens that attend to the previous, own and
 next block (3r keys) with a band mask. Time O(B·H·N·(w + g)·D), memory O(B·H·N·(w + g)); never N x N. When the band
 reaches every token (no dilation, w/2 >= N - 1) the pattern is plain attention with a key mask, and that is what
-runs (SDPA): the blocks would pad to 3r keys per query. On CUDA the same pattern runs as a FlexAttention block mask
-(``kernel``, see ``lra_bench.attention._sparse``).
+runs (``attend_all``, SDPA): the blocks would pad to 3r keys per query. On CUDA the same pattern runs as a
+FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor
 
@@ -133,11 +132,7 @@ class LongformerAttention(SparsePatternAttention):
     def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, _, n, _ = q.shape
         if self.covers_sequence(n):  # the same function as the blocks below, 4-10x faster on short sequences
-            p = self.attn_drop.p if self.training else 0.0
-            if mask is None:
-                return F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, H, N, D)
-            keep = mask | ~mask.any(dim=-1, keepdim=True)  # (B, N); a fully padded row attends everywhere, not NaN
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :], dropout_p=p)
+            return self.attend_all(q, k, v, mask)  # (B, H, N, D)
         g = min(self.num_global, n)
         real = real_keys(mask, b_, n, q.device)  # (B, N)
         outs = []
