@@ -8,7 +8,7 @@ Query block i attends to key blocks i-1, i, i+1 (the sliding part), to the first
 Random blocks are drawn afresh on every training forward, per head; in eval mode they come from a seeded buffer
 (drawn once at construction over ⌈seq_len/b⌉ blocks), so eval is deterministic and padded == truncated.
 Time O(B·H·N·b·(3 + g + r)·D), memory O(B·H·N·b·(3 + g + r)) (plus the g·b global rows over N keys). When every
-query block reaches every key block (short sequences: with LRA's settings up to 6 blocks of 64 in training, 4 in
+query block reaches every key block (short sequences: with LRA's settings up to 7 blocks of 64 in training, 4 in
 eval) the pattern is plain attention with a key mask, and that is what runs (``attend_all``, SDPA). On CUDA the
 same pattern runs as a FlexAttention block mask (``kernel``, see ``lra_bench.attention._sparse``), its tiles
 derived from the block-level pattern every step (the random blocks change in training).
@@ -147,7 +147,7 @@ class BigBirdAttention(SparsePatternAttention):
         blocks already do, or the blocks left outside them number at most ``num_rand_blocks``, so the random picks
         take them all: always in training (drawn over this length), in eval only at the buffer's own length (its
         picks past a shorter length are dropped). LRA's block 64, window 3, 2 global, 3 random blocks: up to 4 blocks
-        (256 tokens) always, up to 6 (384) in training. Plain ints: no tensor, no graph break."""
+        (256 tokens) always, up to 7 (448) in training. Plain ints: no tensor, no graph break."""
         nb, half, g = -(-n // self.block_size), self.num_window_blocks // 2, self.num_global_blocks
 
         worst = 0  # the most key blocks j >= g with |i - j| > half, over the non-global query blocks i
