@@ -118,6 +118,22 @@ def test_s4d_initialisations_follow_the_paper():
     assert ((dt >= 0.001) & (dt <= 0.1)).all()
 
 
+def test_s4d_slow_channels_barely_convolve_at_short_lengths():
+    """docs/zoo_part2.md "Step size": at 128 tokens s4's range leaves the channels with dt < 0.01 nearly a skip
+    (kernel norm well under the D skip's ~1), and the range scaled to (0.01, 1.0) leaves almost none."""
+    torch.manual_seed(0)
+    s4d = get_attention_class("s4d")
+    default = s4d(dim=256, num_heads=1, seq_len=128, dropout=0.0)
+    scaled = s4d(dim=256, num_heads=1, seq_len=128, dropout=0.0, dt_min=0.01, dt_max=1.0)
+    with torch.no_grad():
+        slow = default.kernel.log_dt.exp() < 0.01
+        norm = default.kernel(128)[0].norm(dim=-1)  # (C,)
+        assert 0.3 * 256 < slow.sum() < 0.7 * 256
+        assert norm[slow].median() < 0.5 < 0.9 < norm[~slow].median()
+        weak = (norm < 0.5).float().mean(), (scaled.kernel(128)[0].norm(dim=-1) < 0.5).float().mean()
+        assert weak[0] > 0.3 and weak[1] < 0.05  # share of near-skip channels: ~40 % against ~1 %
+
+
 def test_lru_initialisation_lies_on_its_ring_and_is_normalised():
     layer = get_attention_class("lru")(dim=4, num_heads=1, seq_len=16, dropout=0.0, d_state=512, r_min=0.4,
                                        r_max=0.8, max_phase=1.0)
