@@ -73,7 +73,9 @@ def test_flex_equals_blocked_and_attends_the_same_pairs(name, knobs, n):
         p_flex = layer.attend_flex(q, k, eye, mask, compiled=False)
     real = mask[:, None, :, None].expand_as(p_blocked)  # real query rows
     assert torch.equal((p_blocked > 0) & real, (p_flex > 0) & real), "different attended (query, key) pairs"
-    torch.testing.assert_close(at_real(p_flex, mask), at_real(p_blocked, mask), atol=1e-6, rtol=1e-5)
+    # fp32, two summation orders over 300-long dot products and block-wise softmax: differences up to ~2e-5 relative
+    # were seen (1 element in 844,800, depending on the threads); a wrong pattern, scale or mask is off by >> 1e-4
+    torch.testing.assert_close(at_real(p_flex, mask), at_real(p_blocked, mask), atol=1e-5, rtol=1e-4)
     assert ((p_flex > 0) <= mask[:, None, None, :]).all(), "a padded key was attended"
     if n == 300 and knobs.get("block_size") != 64:  # the pattern really is sparse (BigBird's is dense at 5 blocks)
         assert (p_flex[0] == 0).any()
