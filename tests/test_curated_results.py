@@ -3,8 +3,14 @@ touches a curated folder."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import numpy as np
+import pytest
+from scipy import stats
+
+from lra_bench.predictions import decode
+from lra_bench.stats.paired import paired_difference
 from tests.conftest import ROOT
 
 CURATED = sorted(p.parent for p in (ROOT / "results").glob("*/CURATED"))
@@ -39,12 +45,6 @@ def test_a_casual_report_never_overwrites_curated_results(tmp_path, report_scrip
 
 def _held_out(folder, attention):
     """(correctness (seeds, N), test fingerprints, records) of one mixer's committed held-out ListOps records."""
-    import json
-
-    import numpy as np
-
-    from lra_bench.predictions import decode
-
     records = [json.loads(p.read_text()) for p in sorted((folder / "listops" / attention).glob("*/record.json"))]
     assert [r["seed"] for r in records] == [0, 1, 2], f"{folder.name}/{attention}: expected seeds 0, 1, 2"
     fields = [r["test_predictions"] for r in records]
@@ -55,10 +55,6 @@ def test_the_held_out_listops_verdict_the_docs_quote_regenerates_from_its_record
     """docs/benchmark.md judges the issue's "softmax - 1" ListOps bar on two held-out data draws by a rule committed
     before the second draw's runs (results/cpu_ssm/CURATED): the mean of the two draws' S4D - softmax gaps. The gaps,
     their mean and LRU's gap are recomputed here from the committed records and must be the figures the docs quote."""
-    from scipy import stats
-
-    from lra_bench.stats.paired import paired_difference
-
     def signed(x: float) -> str:  # the docs' style: +0.89, −1.27 (a true minus sign)
         return f"{x:+.2f}".replace("-", "\u2212")
 
