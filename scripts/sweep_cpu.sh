@@ -2,8 +2,8 @@
 # The CPU-scale sweep behind the curated results/cpu/ (Table 1, accuracy bars, bubble chart): every attention variant
 # x every LRA task with data on this machine at profile=quick (median per run on one core, from the committed
 # records' phases: ListOps 30 s, text 71 s, Pathfinder 80 s, image 109 s on its full 10k test split; the slowest
-# mixers take 3-4x that), seeds 0, 1 and 2 (Table 1's intervals and paired tests need them), two single-threaded jobs at a time through the
-# joblib launcher. Run from the repository root:
+# mixers take 3-4x that), seeds 0, 1 and 2 (Table 1's intervals and paired tests need them), two single-threaded
+# jobs at a time through the joblib launcher. Run from the repository root:
 #
 #   bash scripts/sweep_cpu.sh [DATA]
 #

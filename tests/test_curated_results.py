@@ -3,14 +3,11 @@ touches a curated folder."""
 
 from __future__ import annotations
 
-import json
-
-import numpy as np
 import pytest
 from scipy import stats
 
-from lra_bench.predictions import decode
-from lra_bench.stats.paired import paired_difference
+from lra_bench.records import read_records
+from lra_bench.reports.significance import compare, sample
 from tests.conftest import ROOT
 
 CURATED = sorted(p.parent for p in (ROOT / "results").glob("*/CURATED"))
@@ -44,11 +41,12 @@ def test_a_casual_report_never_overwrites_curated_results(tmp_path, report_scrip
 
 
 def _held_out(folder, attention):
-    """(correctness (seeds, N), test fingerprints, records) of one mixer's committed held-out ListOps records."""
-    records = [json.loads(p.read_text()) for p in sorted((folder / "listops" / attention).glob("*/record.json"))]
+    """(the report's Sample of one mixer's committed held-out ListOps records, the records), seeds 0-2."""
+    records = sorted((r for r in read_records(folder) if r["attention"] == attention), key=lambda r: r["seed"])
     assert [r["seed"] for r in records] == [0, 1, 2], f"{folder.name}/{attention}: expected seeds 0, 1, 2"
-    fields = [r["test_predictions"] for r in records]
-    return np.stack([decode(f)[1] for f in fields]), {f["test_fingerprint"] for f in fields}, records
+    cell = sample([100 * r["test_acc"] for r in records], [r.get("test_predictions") for r in records])
+    assert cell.correct is not None, f"{folder.name}/{attention}: {cell.why_unpaired}"
+    return cell, records
 
 
 def test_the_held_out_listops_verdict_the_docs_quote_regenerates_from_its_records():
@@ -63,10 +61,9 @@ def test_the_held_out_listops_verdict_the_docs_quote_regenerates_from_its_record
     draws = (("holdout", 1, 1000, ("s4d",)), ("holdout2", 2, 5000, ("s4d", "lru")))
     for folder, generator_seed, num_test, mixers in draws:
         path = ROOT / "results" / "cpu_ssm" / folder
-        ref, ref_prints, ref_records = _held_out(path, "softmax")
+        ref, ref_records = _held_out(path, "softmax")
         for mixer in mixers:
-            correct, prints, records = _held_out(path, mixer)
-            assert prints == ref_prints and len(prints) == 1, f"{folder}: {mixer} and softmax on different test sets"
+            cell, records = _held_out(path, mixer)
             for r in records + ref_records:
                 gen = r["config"]["task"]["generator"]
                 assert r["status"] == "ok" and not r["git_commit"].endswith("-dirty"), r["run_id"]
@@ -74,10 +71,12 @@ def test_the_held_out_listops_verdict_the_docs_quote_regenerates_from_its_record
             if mixer == "s4d":
                 attention = records[0]["config"]["attention"]
                 assert (attention["init"], attention["dt_min"], attention["dt_max"]) == ("inv", 0.01, 1.0)
-            d, se, df = paired_difference(correct, ref)
+            result = compare(cell, ref)  # (gap in points, se, df, method); None when on different test sets
+            assert result is not None and result[3] == "paired", f"{folder}: {mixer} and softmax not paired"
+            d, se, df, _ = result
             half = stats.t.ppf(0.975, df) * se
-            gaps[folder, mixer] = 100 * float(d)
-            quoted.append(f"{signed(100 * d)} [{signed(100 * (d - half))}, {signed(100 * (d + half))}]")
+            gaps[folder, mixer] = d
+            quoted.append(f"{signed(d)} [{signed(d - half)}, {signed(d + half)}]")
     held_out_mean = (gaps["holdout", "s4d"] + gaps["holdout2", "s4d"]) / 2  # the rule, on the unrounded gaps
     assert round(held_out_mean, 2) == -0.96
     # the gap with its paired 95 % interval, as the table quotes it (LRU's in the text, "+0.89 (paired [...])")
