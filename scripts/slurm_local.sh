@@ -57,10 +57,12 @@ cmd_install() {
   # The packages' init scripts try to start system-wide daemons: policy-rc.d 101 keeps them from doing so.
   local policy=/usr/sbin/policy-rc.d made_policy=0
   if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"; made_policy=1; fi
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >"$STATE.apt.log" 2>&1
+  # Another apt-get (a second install started at the same time) holds dpkg's lock: wait for it, do not fail.
+  local apt=(apt-get -o DPkg::Lock::Timeout=600)
+  if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends $missing >"$STATE.apt.log" 2>&1
   then
-    apt-get update -qq >>"$STATE.apt.log" 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >>"$STATE.apt.log" 2>&1 \
+    "${apt[@]}" update -qq >>"$STATE.apt.log" 2>&1
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends $missing >>"$STATE.apt.log" 2>&1 \
       || { ((made_policy)) && rm -f "$policy"; die "apt-get install failed, see $STATE.apt.log"; }
   fi
   ((made_policy)) && rm -f "$policy"

@@ -262,8 +262,11 @@ def test_killed_sweep_resumes_with_only_the_missing_runs(tmp_path):
     args = ["-m", "attention=softmax,linear", "profile=smoke", "trainer.max_steps=60", "trainer.eval_every=30"]
     proc = subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env_for(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # The event to wait for is the second job's start (its run folder), not the first record: a job that wrote its
+    # record but was killed before clearing its checkpoints is rerun, not skipped (under load that window is seconds)
+    second = tmp_path / "runs" / "listops" / "linear"
     deadline = time.time() + 300
-    while time.time() < deadline and not list((tmp_path / "runs").rglob("record.json")):
+    while time.time() < deadline and not second.exists():
         assert proc.poll() is None, "sweep ended before it could be interrupted"
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole sweep, job children included

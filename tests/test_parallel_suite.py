@@ -16,12 +16,13 @@ from tests import conftest
 from tests.conftest import ROOT
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_readme_test_commands_both_tiers():
     readme = re.search(r"## Tests\n+```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    command = re.sub(r"\s+#.*$", "", readme.splitlines()[0]).strip()
-    assert "-n auto --dist loadgroup" in command, command
+    tiers = [re.sub(r"\s+#.*$", "", line).strip() for line in readme.splitlines()[:2]]
+    assert all("-n auto --dist loadgroup" in command for command in tiers), tiers
+    assert [command.rsplit(" -m ", 1)[1] for command in tiers] == ['"not slow"', "slow"], tiers  # together: every test
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("python -m pytest")]
-    assert ci == [command], f".ci/run must call the README's test command {command!r}, it calls {ci}"
+    assert ci == tiers, f".ci/run must call the README's test commands {tiers!r}, it calls {ci}"
 
 
 @pytest.mark.parametrize(("module", "group"), [("test_slurm", "slurm"), ("test_faults", "test_faults"),
