@@ -68,11 +68,11 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from lra_bench.build.overrides import check_overrides  # noqa: E402
 from lra_bench.errors import DataError, DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
-from lra_bench.progress import SWEEP_JOB_ENV  # noqa: E402
-from lra_bench.scheduler import hand_over  # noqa: E402
-from lra_bench.suggest import check_overrides  # noqa: E402
-from lra_bench.sweeps import note_job, print_summary  # noqa: E402
+from lra_bench.infra.progress import SWEEP_JOB_ENV  # noqa: E402
+from lra_bench.run.scheduler import hand_over  # noqa: E402
+from lra_bench.run.sweeps import note_job, print_summary  # noqa: E402
 
 log = logging.getLogger("lra_bench")
 
@@ -165,7 +165,7 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     """Run this multirun job in a fresh process. A job that does not end ok has a record (its own, or a ``failed``
     or ``killed`` one written here when the process died without one) and raises ``JobFailed``: Hydra runs the
     remaining jobs, then the sweep exits with code 1."""
-    from lra_bench.runner import already_finished, job_record, record_crash, record_path
+    from lra_bench.run.runner import already_finished, job_record, record_crash, record_path
 
     hc = HydraConfig.get()
     job = {"sweep_dir": hc.sweep.dir, "num": hc.job.num, "overrides": list(hc.overrides.task)}
@@ -241,7 +241,7 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
 
 @hydra.main(config_path="configs", config_name="run", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    from lra_bench.runner import run
+    from lra_bench.run.runner import run
     from lra_bench.train.loop import Preempted
 
     if HydraConfig.get().mode == RunMode.MULTIRUN and not os.environ.get(CHILD_ENV):

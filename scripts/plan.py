@@ -17,10 +17,10 @@ from pathlib import Path
 import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 from omegaconf import OmegaConf
 
-from lra_bench.files import atomic_open
-from lra_bench.paper import TASKS
-from lra_bench.records import read_tree
+from lra_bench.reports.paper import TASKS
 from lra_bench.reports.planning import Protocol, planning_markdown, planning_table
+from lra_bench.store.files import atomic_open
+from lra_bench.store.records import read_tree
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

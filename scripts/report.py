@@ -35,16 +35,16 @@ matplotlib.use("Agg")  # this command writes files only; the library leaves the 
 import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import matplotlib.pyplot as plt
 
-from lra_bench.paper import TASKS
+from lra_bench.checks import closest
 from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import SIZES, XS, bubble_chart, majority_rate, read_popularity
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
+from lra_bench.reports.paper import TASKS
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.sweep_speed import cells_from_runs
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
-from lra_bench.suggest import closest
 
 CURATED = "CURATED"  # marker file of a curated results folder; its "options:" line holds the report options
 DEFAULT_OUT = Path("results/report")

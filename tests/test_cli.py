@@ -12,7 +12,7 @@ import pytest
 
 from lra_bench.attention import list_attentions
 from lra_bench.errors import LRABenchError
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from tests.conftest import ROOT, compose_run
 
 

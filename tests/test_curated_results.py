@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
-from lra_bench.records import read_records
 from lra_bench.reports.significance import compare, sample
+from lra_bench.store.records import read_records
 from tests.conftest import ROOT
 
 CURATED = sorted(p.parent for p in (ROOT / "results").glob("*/CURATED"))

@@ -11,13 +11,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from lra_bench.bench import timing
 from lra_bench.bench.isolated import run_isolated
-from lra_bench.bench.memory import peak_memory_bytes, reset_peak_memory
 from lra_bench.bench.table2 import run_benchmark
-from lra_bench.bench.timing import time_callable
-from lra_bench.records import checksum
+from lra_bench.infra import timing
+from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.infra.timing import time_callable
 from lra_bench.reports.efficiency import fit_exponent, load_cells, rank_text, scaling_plot, spearman, table2
+from lra_bench.store.records import checksum
 from tests.conftest import CONFIGS, compose_run
 
 CPU = torch.device("cpu")

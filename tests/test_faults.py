@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lra_bench import files, records
-from lra_bench.records import read_records, write_record
-from lra_bench.runner import run
+from lra_bench.run.runner import run
+from lra_bench.store import files, records
+from lra_bench.store.records import read_records, write_record
 from lra_bench.train import checkpoint
 from tests.conftest import ROOT, compose_run
 
@@ -211,7 +211,7 @@ def test_nan_loss_is_diverged_with_step_and_not_retried(smoke_cfg, monkeypatch):
 
 def test_finished_run_is_skipped_and_rerun_forces(smoke_cfg, monkeypatch):
     first = run(smoke_cfg())
-    import lra_bench.runner as runner
+    import lra_bench.run.runner as runner
 
     monkeypatch.setattr(runner, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
     assert run(smoke_cfg())["finished_at"] == first["finished_at"]
@@ -236,7 +236,7 @@ def test_corrupt_record_is_skipped_and_reports_survive(smoke_cfg, tmp_path, capl
 
 WRITER = """
 import sys
-from lra_bench.records import REQUIRED_FIELDS, write_record
+from lra_bench.store.records import REQUIRED_FIELDS, write_record
 root, who = sys.argv[1], sys.argv[2]
 for i in range(40):
     rec = {k: None for k in REQUIRED_FIELDS}

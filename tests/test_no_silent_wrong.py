@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 import torch
 
-from lra_bench import records
-from lra_bench.build import plan
+from lra_bench.build.plan import plan
 from lra_bench.data import cache
 from lra_bench.errors import ConfigError, DiskFullError
-from lra_bench.records import RECORD_NAME, REQUIRED_FIELDS, read_records, write_record
 from lra_bench.reports.table1 import load_runs, table1
-from lra_bench.runner import run
+from lra_bench.run.runner import run
+from lra_bench.store import records
+from lra_bench.store.records import RECORD_NAME, REQUIRED_FIELDS, read_records, write_record
 from lra_bench.train import checkpoint
 from tests.conftest import ROOT, compose_run
 
@@ -157,7 +157,7 @@ def test_an_unusable_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, m
 
 
 def test_a_record_counts_only_in_its_own_folder_and_the_report_names_what_it_drops(tmp_path, monkeypatch, caplog):
-    import lra_bench.runner as runner
+    import lra_bench.run.runner as runner
 
     cfg = compose_run(SMOKE, tmp_path)
     p = plan(cfg)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lra_bench.reports.planning import Protocol, planning_markdown, planning_table, whole_run_seconds
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lra_bench import paper
 from lra_bench.attention import list_attentions
-from lra_bench.records import checksum
+from lra_bench.reports import paper
 from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import MAX_AREA, bubble_chart, read_popularity
 from lra_bench.reports.efficiency import load_cells
 from lra_bench.reports.table1 import AVG5, AVG6, load_runs, pick_profile, table1
+from lra_bench.store.records import checksum
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 2**20

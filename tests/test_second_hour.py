@@ -194,7 +194,7 @@ def test_a_class_without_its_own_name_is_refused_with_the_fix(outside, tmp_path)
 
 
 def test_a_long_run_is_told_how_to_be_shorter():
-    from lra_bench.progress import training_advice
+    from lra_bench.infra.progress import training_advice
 
     assert training_advice(remaining_steps=1000, steps_per_s=10.0) is None  # 100 s
     advice = training_advice(remaining_steps=7_500, steps_per_s=2.0)  # 1:02:30
@@ -205,7 +205,7 @@ def test_a_long_run_is_told_how_to_be_shorter():
 def test_generation_logs_progress_and_warns_when_it_will_be_long(monkeypatch, caplog):
     import logging
 
-    from lra_bench import progress
+    from lra_bench.infra import progress
 
     now = iter(range(0, 10_000, 100))  # every item takes 100 s
     monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(now)))

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lra_bench import predictions
 from lra_bench.reports.bubble import FADED, bubble_chart
 from lra_bench.reports.efficiency import load_cells
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.significance import sample
 from lra_bench.reports.table1 import AVG5, load_runs, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores
+from lra_bench.store import predictions
 from tests.test_report import record, signed, write
 
 N = 2000

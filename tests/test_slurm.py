@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lra_bench.records import read_records
-from lra_bench.runner import run
+from lra_bench.run.runner import run
+from lra_bench.store.records import read_records
 from tests.conftest import ROOT, compose_run
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]  # one cluster, fixed ports

@@ -6,11 +6,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from lra_bench.build import plan
+from lra_bench.build.attention import build_attention_factory
+from lra_bench.build.plan import plan
 from lra_bench.errors import ConfigError
-from lra_bench.models.factory import build_attention_factory
 from lra_bench.models.ssm import SSMEncoder
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from tests.conftest import CONFIGS, compose_run
 
 # (task, d_model, prenorm, dropout, d_state, dt_min, dt_lr, batch, lr, steps, warmup): s4-*.yaml of state-spaces/s4

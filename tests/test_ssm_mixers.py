@@ -9,9 +9,9 @@ from omegaconf import OmegaConf
 
 from lra_bench.attention import get_attention_class
 from lra_bench.bench.cell import model_step
+from lra_bench.build.attention import build_attention_factory
 from lra_bench.errors import ConfigError
-from lra_bench.models.factory import build_attention_factory
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from lra_bench.train import loop
 from lra_bench.train.param_groups import describe
 from lra_bench.train.schedules import peak_factor

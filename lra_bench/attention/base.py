@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.config import fraction
+from lra_bench.checks import fraction
 from lra_bench.errors import ConfigError
 
 

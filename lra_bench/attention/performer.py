@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lra_bench.attention.base import Attention
-from lra_bench.config import check_choice
+from lra_bench.checks import check_choice
 from lra_bench.errors import ConfigError
 
 

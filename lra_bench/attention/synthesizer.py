@@ -24,7 +24,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer, key_padding_bias
-from lra_bench.config import check_choice
+from lra_bench.checks import check_choice
 from lra_bench.errors import ConfigError
 
 Mode = Literal["dense", "random", "factorized_random"]

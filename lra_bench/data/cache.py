@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from lra_bench.files import disk_full_error, file_sha256, stable_hash, write_json_atomic
+from lra_bench.store.files import disk_full_error, file_sha256, stable_hash, write_json_atomic
 
 log = logging.getLogger(__name__)
 META = "meta.json"

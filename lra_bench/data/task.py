@@ -24,10 +24,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from lra_bench.config import positive
+from lra_bench.checks import positive
 from lra_bench.data.cache import CachedSplits
 from lra_bench.errors import ConfigError
-from lra_bench.files import stable_hash
+from lra_bench.store.files import stable_hash
 
 SPLITS = ("train", "val", "test")
 

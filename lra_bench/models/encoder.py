@@ -19,7 +19,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
-from lra_bench.config import fraction
+from lra_bench.checks import fraction
 from lra_bench.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lra_bench import paper
+from lra_bench.reports import paper
 from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.table1 import (
     FAIL_LABELS,

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from lra_bench import paper
+from lra_bench.reports import paper
 from lra_bench.reports.efficiency import with_ratios
 from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.noise import MARK, NOISY_IQR

@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from lra_bench import paper
+from lra_bench.reports import paper
 from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.table1 import TASK_LABELS, TASKS, attention_color, attention_order, scored_runs
 

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from lra_bench import paper
+from lra_bench.reports import paper
 from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise
 from lra_bench.reports.store import flatten, read_json_tree

@@ -2,8 +2,8 @@
 softmax) per task and on the LRA average, and per task the variants statistically tied with the best.
 
 A cell's sample is its ok seeds' test accuracies and, when every one of those records kept its per-example test
-predictions on one test set (``lra_bench.predictions``), their correctness matrix (seeds x examples). Two cells are
-compared by
+predictions on one test set (``lra_bench.store.predictions``), their correctness matrix (seeds x examples). Two
+cells are compared by
 
 * ``paired``: the paired test over seeds and examples (:func:`lra_bench.stats.paired.paired_difference`) when both
   have predictions on the same test set (same fingerprint);
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lra_bench import predictions
 from lra_bench.stats.intervals import welch_df
 from lra_bench.stats.paired import ALPHA, holm_adjusted, p_value, paired_difference, welch_seeds
+from lra_bench.store import predictions
 
 BETTER, WORSE, TIED, UNTESTED, REFERENCE = "better", "worse", "not significant", "untested", "reference"
 MARKS = {BETTER: "▲", WORSE: "▼", TIED: "≈", UNTESTED: "", REFERENCE: "ref"}

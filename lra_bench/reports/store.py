@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lra_bench.records import read_tree
+from lra_bench.store.records import read_tree
 
 
 def read_json_tree(root: Path, pattern: str = "*.json") -> tuple[list[dict], list[str]]:

@@ -29,11 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lra_bench import paper, predictions
-from lra_bench.records import RECORD_NAME, STATUSES
+from lra_bench.reports import paper
 from lra_bench.reports import significance as sig
 from lra_bench.reports.store import read_json_tree
 from lra_bench.stats.intervals import binomial_se, mean_interval, t_interval, wilson
+from lra_bench.store import predictions
+from lra_bench.store.records import RECORD_NAME, STATUSES
 
 log = logging.getLogger(__name__)
 

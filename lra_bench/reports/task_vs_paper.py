@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from lra_bench import paper
+from lra_bench.reports import paper
 from lra_bench.reports.efficiency import spearman
 from lra_bench.reports.table1 import TASK_LABELS, attention_order, one_profile
 

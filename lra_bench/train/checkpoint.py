@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lra_bench.files import disk_full_error, file_sha256, write_json_atomic
+from lra_bench.store.files import disk_full_error, file_sha256, write_json_atomic
 
 log = logging.getLogger(__name__)
 CURRENT, PREVIOUS = "ckpt", "ckpt.prev"

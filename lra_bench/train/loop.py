@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from lra_bench.bench.memory import peak_memory_bytes, reset_peak_memory
-from lra_bench.bench.timing import StepTimer
 from lra_bench.data.batches import eval_batches, train_batches
-from lra_bench.progress import TRAIN_FORMAT, clock, live_bar, training_advice
+from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.infra.progress import TRAIN_FORMAT, clock, live_bar, training_advice
+from lra_bench.infra.timing import StepTimer
 from lra_bench.train import checkpoint
 from lra_bench.train.param_groups import describe, param_groups
 from lra_bench.train.schedules import lr_factor, peak_factor

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Literal, get_args
 
-from lra_bench.config import check_choice
+from lra_bench.checks import check_choice
 
 Schedule = Literal["rsqrt", "cosine", "constant"]  # the names ``trainer.schedule`` accepts (checked against it)
 

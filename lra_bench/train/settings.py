@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lra_bench.config import check_literals, non_negative, positive
+from lra_bench.checks import check_literals, non_negative, positive
 from lra_bench.errors import ConfigError
 from lra_bench.train.schedules import Schedule
 
