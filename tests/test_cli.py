@@ -117,7 +117,7 @@ def test_wandb_offline_one_run_per_job_grouped_by_sweep(tmp_path):
     proc = run_cli(tmp_path, "-m", "attention=softmax,linear", "profile=smoke", "logger=wandb",
                    "trainer.max_steps=4", "trainer.eval_every=2", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    runs = sorted((tmp_path / "cache" / "wandb").rglob("offline-run-*"))
+    runs = sorted((tmp_path / "cache" / "wandb").glob("offline-run-*"))  # <cache>/wandb/, not wandb/wandb/
     assert len(runs) == 2, "one wandb run per job"
     for run_dir in runs:
         meta = b"".join(p.read_bytes() for p in run_dir.rglob("*.wandb"))

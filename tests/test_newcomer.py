@@ -155,6 +155,8 @@ def test_offline_hub_fails_fast_with_the_data_dir_fix(tmp_path, task, dataset):
     assert elapsed < 30, f"offline failure took {elapsed:.1f} s"
     assert f"could not load the Hugging Face dataset {dataset}" in proc.stderr and "task.data_dir=" in proc.stderr
     assert "unreachable" in proc.stderr and "Retrying" not in out and "Traceback" not in out
+    warning = next(line for line in out.splitlines() if "is unreachable" in line and "WARNING" in line)
+    assert "[lra_bench.data.hf_source]" in warning and dataset in warning  # not under another task's logger
 
 
 def test_hub_probe_tells_an_answering_server_from_a_closed_port():

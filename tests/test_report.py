@@ -404,6 +404,7 @@ def test_notebook_runs_on_the_fixture(store, monkeypatch):
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "54.60" in outputs  # Table 1 of the fixture
+    assert f"showing {store} (LRA_REPORT_DIR)" in outputs  # it says which results it shows
     assert "image/png" in outputs  # the figures were drawn
     assert "Traceback" not in outputs
 
@@ -445,3 +446,22 @@ def test_saved_figures_are_byte_stable(tmp_path):
     plt.close(fig)
     for suffix in (".png", ".svg"):
         assert first.with_suffix(suffix).read_bytes() == second.with_suffix(suffix).read_bytes(), suffix
+
+
+def test_the_notebook_shows_your_own_results_when_there_are_any_and_says_so(tmp_path):
+    from lra_bench.reports.store import report_source
+
+    runs, bench, line = report_source(tmp_path, {})
+    assert (runs, bench) == (tmp_path / "results/cpu/runs", tmp_path / "results/cpu/bench")
+    assert line.startswith(f"showing the curated CPU-scale set {tmp_path / 'results/cpu'}: there are no records")
+    write(tmp_path / "results" / "runs", record("listops", "softmax", 0))
+    runs, bench, line = report_source(tmp_path, {})
+    assert (runs, bench) == (tmp_path / "results/runs", tmp_path / "results/bench")
+    assert line.startswith("showing your own results")
+    mine = tmp_path / "elsewhere"
+    write(mine, record("listops", "softmax", 0))
+    runs, _, line = report_source(tmp_path, {"LRA_RESULTS_DIR": str(mine)})
+    assert runs == mine and str(mine) in line
+    runs, bench, line = report_source(tmp_path, {"LRA_REPORT_DIR": str(tmp_path / "r"), "LRA_RESULTS_DIR": str(mine)})
+    assert (runs, bench) == (tmp_path / "r/runs", tmp_path / "r/bench")
+    assert line == f"showing {tmp_path / 'r'} (LRA_REPORT_DIR)"

@@ -202,6 +202,17 @@ def test_a_long_run_is_told_how_to_be_shorter():
     assert "profile=quick" in advice and "trainer.max_steps=1800 (about 15 minutes" in advice
 
 
+def test_the_training_bar_reads_steps_per_second_also_below_one():
+    from tqdm import tqdm
+
+    from lra_bench.infra.progress import TRAIN_FORMAT
+
+    slow = tqdm.format_meter(n=2, total=100, elapsed=6.1, unit=" steps", bar_format=TRAIN_FORMAT, prefix="train")
+    assert " 0.33 steps/s |" in slow and "s/ steps" not in slow  # not "3.05s/ steps"
+    fast = tqdm.format_meter(n=50, total=100, elapsed=2.0, unit=" steps", bar_format=TRAIN_FORMAT, prefix="train")
+    assert " 25.00 steps/s |" in fast
+
+
 def test_generation_logs_progress_and_warns_when_it_will_be_long(monkeypatch, caplog):
     import logging
 

@@ -26,7 +26,7 @@ SWEEP_JOB_ENV = "LRA_BENCH_JOB_CHILD"  # set by run.py in the process of every m
 PROGRESS_ENV = "LRA_PROGRESS"
 ON, OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 FALLBACK_SIZE = (100, 24)  # columns, rows
-TRAIN_FORMAT = "{desc} {percentage:3.0f}%|{bar}| step {n_fmt}/{total_fmt} | {rate_fmt} | ETA {remaining}{postfix}"
+TRAIN_FORMAT = "{desc} {percentage:3.0f}%|{bar}| step {n_fmt}/{total_fmt} | {rate_noinv_fmt} | ETA {remaining}{postfix}"
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

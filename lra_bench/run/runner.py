@@ -290,7 +290,7 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
         logger_settings = dataclasses.replace(logger_settings, group=f"sweep-{os.environ['LRA_BENCH_SWEEP']}")
     logger = build_logger(logger_settings, name=f"{p.attention}-{p.task.name}-{p.run_dir.name}",
                           config=p.config, tags=[p.attention, p.task.name, p.profile],
-                          out_dir=p.cache_dir / "wandb")
+                          out_dir=p.cache_dir)  # wandb adds wandb/
     outcome = Outcome(baseline_rss=rss_bytes())
     try:
         checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from lra_bench.data.cache import CachedSplits, load_or_build
+from lra_bench.data.hf_source import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
 from lra_bench.data.pixels import pool_pixels
 from lra_bench.data.task import Task
-from lra_bench.data.text.task import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
 from lra_bench.errors import ConfigError, DataError
 from lra_bench.infra.progress import tracked
 from lra_bench.store.files import file_sha256, stable_hash
