@@ -68,7 +68,9 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from lra_bench.build.overrides import check_overrides  # noqa: E402
+from lra_bench.config.mixers import ENV as MIXERS_ENV  # noqa: E402
+from lra_bench.config.mixers import register_outside_mixers  # noqa: E402
+from lra_bench.config.overrides import check_overrides  # noqa: E402
 from lra_bench.errors import DataError, DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
 from lra_bench.infra.progress import SWEEP_JOB_ENV  # noqa: E402
 from lra_bench.run.scheduler import hand_over  # noqa: E402
@@ -269,6 +271,11 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    try:  # your own mixers, one file each (LRA_MIXERS): their attention=NAME options before anything is checked
+        register_outside_mixers(os.environ.get(MIXERS_ENV))
+    except LRABenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     if (problem := check_overrides(sys.argv[1:], CONFIG_DIR, "run")) is not None:
         print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
         sys.exit(EXIT_CONFIG)

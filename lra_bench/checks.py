@@ -4,7 +4,7 @@
 unknown key or a value of the wrong type fails with a message naming the key, the valid keys and the type);
 ``positive``, ``non_negative``, ``fraction`` and ``check_choice`` check ranges and choices inside the dataclasses'
 ``__post_init__``; ``closest`` gives the "did you mean" of every message. Hydra and OmegaConf stay in
-``lra_bench.build``: below it, settings arrive as dataclasses and plain dicts.
+``lra_bench.config``: below it, settings arrive as dataclasses and plain dicts.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.run.runner import finished_record, run
 from lra_bench.store import migrate, predictions
 from lra_bench.store.files import write_json_atomic

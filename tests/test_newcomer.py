@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lra_bench.build.overrides import check_overrides
 from lra_bench.checks import check_kwargs
+from lra_bench.config.overrides import check_overrides
 from lra_bench.data.hub_access import hub_unreachable
 from lra_bench.infra.progress import PROGRESS_ENV, SWEEP_JOB_ENV, bars_enabled
 from lra_bench.reports.efficiency import scaling_plot, table2
@@ -346,7 +346,7 @@ def test_readme_is_short_and_sets_up_cpu_torch_before_the_project():
 def test_readme_run_commands_pass_every_check_before_data(tmp_path):
     """Each `python run.py` of the README (the first job of a sweep): its overrides, the composed config and the
     plan (task, model, trainer) -- what fails before any data is loaded."""
-    from lra_bench.build.plan import plan
+    from lra_bench.config.plan import plan
     from tests.conftest import compose_run
 
     runs = [shlex.split(c)[2:] for c in readme_commands() if c.startswith("python run.py ")]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.errors import DiskFullError, RunInProgress
 from lra_bench.infra.runlock import run_lock
 from lra_bench.reports.table1 import load_runs, table1

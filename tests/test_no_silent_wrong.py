@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.data import cache
 from lra_bench.errors import ConfigError, DiskFullError
 from lra_bench.reports.table1 import load_runs, table1

@@ -6,8 +6,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from lra_bench.build.attention import build_attention_factory
-from lra_bench.build.plan import plan
+from lra_bench.config.attention import build_attention_factory
+from lra_bench.config.plan import plan
 from lra_bench.errors import ConfigError
 from lra_bench.models.ssm import SSMEncoder
 from lra_bench.run.runner import run

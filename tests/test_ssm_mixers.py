@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from lra_bench.attention import get_attention_class
 from lra_bench.bench.cell import model_step
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 from lra_bench.errors import ConfigError
 from lra_bench.run.runner import run
 from lra_bench.train import loop

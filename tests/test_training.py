@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lra_bench.attention import list_attentions
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 from lra_bench.models.encoder import Classifier, Encoder
 from lra_bench.run.runner import run
 from lra_bench.train import loop
@@ -129,7 +129,7 @@ FTZ_PROBE = """
 import sys, torch
 from pathlib import Path
 from tests.conftest import compose_run
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 plan(compose_run(["profile=smoke", "trainer.flush_denormal=" + sys.argv[1]], Path(sys.argv[2])))
 y = torch.full((4_000_000,), 1e-39) * 1.5  # float32 denormals, multiplied by every intra-op worker thread
 print("torch._dynamo" in sys.modules, (y == 0).float().mean().item())

@@ -28,17 +28,17 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "Running jobs: `runner.py` orchestrates one run (the per-run lock, signals, data, training, the test evaluation "
      "and the record: skip finished, resume, failure records), `sweeps.py` the summary at the end of a multirun (a "
      "Hydra callback), `scheduler.py` the hand-over to a cluster scheduler's signal handler. It may read the "
-     "DictConfig, only to hand it to `build`; nothing in the library imports it."),
+     "DictConfig, only to hand it to `config`; nothing in the library imports it."),
     ("bench", ("lra_bench.bench",),
-     "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a `build.bench.BenchPlan`, "
-     "each in a fresh process (`isolated.py`) running `cell.py`, which times the trainer's own step "
-     "(`train/step.py`) and measures its peak memory. `peers.py` pairs our layers with the PyPI packages' at "
-     "matched settings (`tools/bench_peers.py`). No config library: plans and plain dicts."),
-    ("build", ("lra_bench.build",),
+     "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a "
+     "`config.bench.BenchPlan`, each in a fresh process (`isolated.py`) running `cell.py`, which times the "
+     "trainer's own step (`train/step.py`) and measures its peak memory. `peers.py` pairs our layers with the "
+     "PyPI packages' at matched settings (`tools/bench_peers.py`). No config library: plans and plain dicts."),
+    ("config", ("lra_bench.config",),
      "The only room below the entry points that reads Hydra's configs: `plan.py` turns a run config into the typed "
      "`Plan` (task, model, trainer and logger settings, device, paths, hash) that everything below receives; "
      "`bench.py` the same for a benchmark config; `attention.py` resolves an attention config's class and returns "
-     "the partial the encoder completes; `config.py` holds the config hash, the config groups and `_target_` "
+     "the partial the encoder completes; `sections.py` holds the config hash, the config groups and `_target_` "
      "resolution; `overrides.py` the 'did you mean' of misspelt command-line overrides."),
     ("models", ("lra_bench.models",),
      "The encoder and classifiers (`encoder.py`), the state-space block of `model=ssm` (`ssm.py`)."),

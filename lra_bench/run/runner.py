@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from torch.nn.parallel import DistributedDataParallel
 
 import lra_bench
-from lra_bench.build.plan import Plan, plan, use_deterministic_algorithms
+from lra_bench.config.plan import Plan, plan, use_deterministic_algorithms
 from lra_bench.data.cache import CachedSplits
 from lra_bench.errors import RunInProgress
 from lra_bench.infra import distributed

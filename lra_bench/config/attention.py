@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from lra_bench.attention.base import TokenMixer, list_attentions
-from lra_bench.build.config import container, resolve_class
 from lra_bench.checks import check_kwargs
+from lra_bench.config.sections import container, resolve_class
 from lra_bench.errors import ConfigError
 
 #: the only arguments the encoder passes to an attention class
