@@ -271,6 +271,7 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    sys.argv = ["guard.force=true" if a == "--force" else a for a in sys.argv]  # start a run over guard.max_hours
     try:  # your own mixers, one file each (LRA_MIXERS): their attention=NAME options before anything is checked
         register_outside_mixers(os.environ.get(MIXERS_ENV))
     except LRABenchError as e:

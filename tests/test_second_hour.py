@@ -230,9 +230,13 @@ def test_a_long_run_is_told_how_to_be_shorter():
     from lra_bench.infra.progress import training_advice
 
     assert training_advice(remaining_steps=1000, steps_per_s=10.0) is None  # 100 s
-    advice = training_advice(remaining_steps=7_500, steps_per_s=2.0)  # 1:02:30
+    advice = training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="cpu")  # 1:02:30
     assert advice.startswith("training needs about 1:02:30 more at 2.00 steps/s")
     assert "profile=quick" in advice and "trainer.max_steps=1800 (about 15 minutes" in advice
+    on_quick = training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="quick")
+    assert "profile=smoke" in on_quick and "profile=quick" not in on_quick  # never the profile in use
+    assert "profile=" not in training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="smoke")
+    assert "profile=cpu" in training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="s4")
 
 
 def test_the_training_bar_reads_steps_per_second_also_below_one():

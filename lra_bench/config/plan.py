@@ -7,7 +7,7 @@ efficiency benchmark, its cells and the scripts all build through here, so a con
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.ssm import LinearDecoder, SSMEncoder
 from lra_bench.store.files import inside, stable_hash
 from lra_bench.store.records import run_dir
+from lra_bench.train.estimate import GuardSettings
 from lra_bench.train.settings import TrainerSettings
 
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
@@ -56,6 +57,7 @@ class Plan:
     device: torch.device
     config: dict[str, Any]  # the resolved config, as the record and the logger keep it
     rerun: bool = False  # run again even when a finished record exists
+    guard: GuardSettings = field(default_factory=GuardSettings)  # the longest run that starts unforced
 
     @property
     def run_dir(self) -> Path:
@@ -179,7 +181,8 @@ def plan(cfg: DictConfig) -> Plan:
     seed_everything(cfg.seed)
     model = build_model(cfg.model, cfg.attention, task)
     config = container(cfg)
+    guard = section_dataclass(GuardSettings, cfg.get("guard") or {}, "guard")
     return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
                 profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),
                 cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(config), device=device, config=config,
-                rerun=bool(cfg.get("rerun", False)))
+                rerun=bool(cfg.get("rerun", False)), guard=guard)

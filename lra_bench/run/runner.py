@@ -38,6 +38,7 @@ from lra_bench.store import predictions
 from lra_bench.store.files import remove_stale_temps
 from lra_bench.store.records import ATTEMPTS, RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
 from lra_bench.train import checkpoint
+from lra_bench.train.estimate import RunTooLong, check_guard, estimate_training
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, predict, train
 from lra_bench.train.step import compile_enabled
 
@@ -47,6 +48,20 @@ SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would r
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
+#: a second SIGINT within this many seconds of the first is the same Ctrl-C: a terminal delivers it to a sweep's
+#: parent and its job alike, and the parent passes it on too. A second press later stops at once (``StoppedNow``).
+SAME_CTRL_C_S = 1.0
+
+
+class StoppedNow(Preempted):
+    """Ctrl-C pressed a second time: the run stops at once, without writing a new checkpoint; the last one stays."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(None, where, signal="SIGINT")
+
+    def describe(self) -> str:
+        return (f"interrupted twice during {self.where}: stopped at once, without a new checkpoint; rerun the same "
+                "command to resume from the last checkpoint (or from the start when there was none)")
 
 
 class StopSignals:
@@ -59,6 +74,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: str | None = None
+        self.received_at = 0.0  # time.monotonic() of the first signal
         self.polling = False
         self.phase = "starting"
 
@@ -66,10 +82,14 @@ class StopSignals:
         return self.received is not None
 
     def handler(self, signum: int, frame: object) -> None:
-        if self.received is not None:  # a second signal (Ctrl-C pressed twice, a sweep parent forwarding it)
-            log.warning("received %s again: already stopping", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self.received is not None:  # a second signal: Ctrl-C pressed twice, or a sweep parent forwarding one
+            if name == self.received == "SIGINT" and time.monotonic() - self.received_at > SAME_CTRL_C_S:
+                log.warning("received SIGINT again: stopping now, without a new checkpoint")
+                raise StoppedNow(self.phase)  # out of whatever runs, at its next Python line
+            log.warning("received %s again: already stopping", name)
             return
-        self.received = signal.Signals(signum).name
+        self.received, self.received_at = name, time.monotonic()
         if self.polling:
             log.warning("received %s during %s: stopping at the next safe point", self.received, self.phase)
             return
@@ -212,7 +232,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         except Preempted as e:
             e.signal = e.signal or stop.received  # run.py's exit code and message depend on it
             raise
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RunTooLong):  # nothing started: no record
             raise
         except Exception as e:
             if dinfo.is_main:
@@ -238,6 +258,10 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     stop.phase = "data preparation"
     use_deterministic_algorithms(p.trainer.deterministic)
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
+    if not dinfo.enabled and not checkpoint.exists(p.checkpoint_dir):  # before any data: too long, say so now
+        estimate = estimate_training(p.model, p.task, p.trainer, device, p.trainer.max_steps)
+        log.info("estimated: %s", estimate.describe())
+        check_guard(estimate, p.guard, p.profile, device)
     t0 = time.perf_counter()
     with stop_checked(stop.raise_if_received):  # generation and decoding loops stop at their next chunk
         data = p.task.load(p.cache_dir)
@@ -299,7 +323,7 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
         if stop.requested():  # a signal that came in between the data and the first step
             raise Preempted(None, f"data preparation ({stop.received})")
         outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
-                               checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
+                               checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world), profile=p.profile)
         stop.phase, stop.polling = "the final test evaluation", False
         t_test = time.perf_counter()
         outcome.test_predicted = predict(getattr(model, "module", model), splits["test"][0], p.trainer, device)

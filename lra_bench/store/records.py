@@ -27,7 +27,7 @@ REQUIRED_FIELDS = (
 
 
 #: config sections that change where or how a run is reported, not what it computes (left out of the hash)
-NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun")
+NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun", "guard")
 
 
 def semantic_hash(config: dict[str, Any]) -> str:

@@ -134,3 +134,8 @@ def set_aside(directory: Path, why: str) -> Path:
 def clear(directory: Path) -> None:
     """Remove a finished run's checkpoints (its record is the result)."""
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def exists(directory: Path) -> bool:
+    """Whether ``directory`` holds a checkpoint's metadata (cheap: nothing is read or verified; ``load`` does that)."""
+    return any((Path(directory) / f"{name}.json").is_file() for name in (CURRENT, PREVIOUS))

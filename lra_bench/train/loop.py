@@ -140,12 +140,14 @@ def train(
     on_metrics: Callable[[dict[str, float], int], None] = lambda metrics, step: None,
     checkpointing: Checkpointing | None = None,
     shard: Shard | None = None,
+    profile: str | None = None,
 ) -> TrainResult:
     """Train ``model`` in place; on return it holds the best-validation weights.
 
     With ``checkpointing.directory`` set, training resumes from the newest valid checkpoint there and
     writes one every ``checkpointing.every`` steps; a resumed run is bit-identical to an uninterrupted one
-    on CPU. ``model`` may be DistributedDataParallel-wrapped; ``shard`` then selects this rank's slice.
+    on CPU. ``model`` may be DistributedDataParallel-wrapped; ``shard`` then selects this rank's slice. ``profile``
+    (the run's) keeps the advice for a long run from naming that same profile.
     """
     s = settings
     ckpt = checkpointing or Checkpointing()
@@ -237,7 +239,8 @@ def train(
                 log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s%s", step, metrics["train/loss"],
                          metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a",
                          f" ETA {clock((s.max_steps - step) / sps)}" if sps else "")  # evaluations not included
-                if sps and not advised and (advice := training_advice(s.max_steps - step, sps)) is not None:
+                advice = training_advice(s.max_steps - step, sps, profile) if sps and not advised else None
+                if advice is not None:
                     log.warning("%s", advice)  # once per run, at the first measured speed
                     advised = True
                 on_metrics(metrics, step)
