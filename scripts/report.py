@@ -42,9 +42,11 @@ from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.paper import TASKS
 from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.significance import MARGIN
 from lra_bench.reports.sweep_speed import cells_from_runs
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
+from lra_bench.reports.verdicts import AVG
 
 CURATED = "CURATED"  # marker file of a curated results folder; its "options:" line holds the report options
 DEFAULT_OUT = Path("results/report")
@@ -60,6 +62,12 @@ def curated_options(folder: Path) -> list[str]:
         if line.startswith("options:"):
             return shlex.split(line.removeprefix("options:"))
     return []
+
+
+def scored_tasks(t1, profile: str | None) -> list[str] | None:
+    """The tasks the LRA score of ``profile`` covers (those at chance for every variant left out), from Table 1."""
+    verdicts = t1.attrs.get("verdicts", {}).get(profile)
+    return verdicts[AVG]["tasks"] if verdicts else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
                          "the paper's with the difference per row and the rank agreement, e.g. a ListOps-only sweep")
     ap.add_argument("--reference", default=REFERENCE,
                     help=f"the variant every other is tested against in Table 1 (default {REFERENCE})")
+    ap.add_argument("--margin", type=float, default=MARGIN,
+                    help="equivalence margin in accuracy points: a variant is marked ≈ the reference only when the "
+                         f"two one-sided tests show the difference within +-margin (default {MARGIN:g})")
     args = ap.parse_args(given)
+    if not args.margin > 0:
+        ap.error(f"--margin {args.margin}: the equivalence margin must be a positive number of points")
     if args.curated is not None:
         folder = Path("results") / args.curated
         if not (folder / CURATED).is_file():
@@ -127,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--reference {args.reference!r}: no record of that attention under {args.runs_dir}"
                  + (f"; did you mean {guess!r}?" if guess else f"; it has {', '.join(sorted(set(runs.attention)))}"))
     profile = args.profile or pick_profile(runs)
-    t1, md1 = table1(runs, args.profile, reference=args.reference)
+    t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin)
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
     else:
@@ -180,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             scores = t1 if args.score_task is None else task_scores(t1, args.score_task, profile)
             fig = bubble_chart(scores, speed, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
                                overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
-                               score_task=args.score_task, chance=majority_rate(runs, profile, args.score_task))
+                               score_task=args.score_task,
+                               chance=majority_rate(runs, profile, args.score_task, scored_tasks(t1, profile)))
         except ValueError as e:
             skipped.append(f"bubble chart: {e}")
         else:

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from lra_bench.attention import list_attentions
 from lra_bench.reports import paper
@@ -126,6 +127,16 @@ def runs(store, caplog):
     return df
 
 
+def seeds_binomial(a: float, b: float, n: int = 100) -> tuple[float, float, float, float]:
+    """(low, high, se in points, df) of a 2-seed cell whose records keep no per-example predictions: the seeds'
+    spread plus the binomial p (1 - p) / n, t with the Welch-Satterthwaite df of the two terms (1 and n - 1)."""
+    p = (a + b) / 2
+    seed, example = np.var([a, b], ddof=1) / 2, p * (1 - p) / n
+    df = (seed + example) ** 2 / (seed**2 / 1 + example**2 / (n - 1))
+    half = stats.t.ppf(0.975, df) * math.sqrt(seed + example)
+    return 100 * (p - half), 100 * (p + half), 100 * math.sqrt(seed + example), df
+
+
 def mean_std(a, b):
     return (a + b) * 50, abs(a - b) * 100 / math.sqrt(2)
 
@@ -146,16 +157,25 @@ def test_table1_values_against_hand_computation(runs):
     # ListOps: seeds 36 and 38 (the synthetic 99 must not count): mean 37, std sqrt(2) = 1.41
     assert soft["listops_mean"] == pytest.approx(37.0) and soft["listops_n"] == 2
     assert soft["listops_std"] == pytest.approx(math.sqrt(2))
-    # 95 % interval: 37 +- t(0.975, 1 df) 12.706 x std 1.414 / sqrt(2) = [24.29, 49.71]; the reference; tied with
-    # reformer's best 38 (Welch over 2 seeds each: these records keep no per-example predictions)
-    assert (soft["listops_lo"], soft["listops_hi"]) == pytest.approx((37 - 12.7062, 37 + 12.7062), abs=1e-3)
-    assert soft["ListOps"] == "37.00 [24.29, 49.71] (2 seeds) ref ★"
-    assert soft["Text"] == "65.00 [52.29, 77.71] (2 seeds) ref ★"  # 64 and 66: the stale 10 % record is superseded
+    # 95 % interval without per-example predictions: the seeds' spread plus the binomial bound of test sampling,
+    # se^2 = var(36, 38) / 2 + 0.37 x 0.63 / 100, t with Welch-Satterthwaite df (1 and 99) = [27.21, 46.79]; the
+    # reference; in the confidence set for the best with reformer's 38 (Welch over 2 seeds each: these records keep
+    # no per-example predictions)
+    lo, hi, se, df = seeds_binomial(0.36, 0.38)
+    assert (soft["listops_lo"], soft["listops_hi"]) == pytest.approx((lo, hi)) and (lo, hi) == pytest.approx(
+        (27.21, 46.79), abs=0.005)
+    assert soft["listops_se"] == pytest.approx(se) and soft["listops_df"] == pytest.approx(df)
+    assert soft["listops_interval"] == "seeds + binomial test sampling"
+    assert soft["ListOps"] == "37.00 [27.21, 46.79] (2 seeds) ref ★"
+    assert soft["Text"] == "65.00 [55.32, 74.68] (2 seeds) ref ★"  # 64 and 66: the stale 10 % record is superseded
     assert soft["Path-X"] == "OOM"
     # 5-task mean (37 + 65 + 57 + 43 + 71) / 5 = 54.6; 6-task with Path-X OOM = 50: 323 / 6 = 53.83
-    # its interval: 5 task standard errors of 1 point, each with 1 df: se sqrt(5) / 5, Welch-Satterthwaite df 5
-    assert soft["avg5"] == pytest.approx(54.6) and soft[AVG5] == "54.60 [53.45, 55.75] ref ★"
-    assert soft["avg_hi"] - 54.6 == pytest.approx(2.5706 * math.sqrt(5) / 5, abs=1e-3)
+    # its interval: the 5 task standard errors / 5, Welch-Satterthwaite df over their terms
+    parts = [seeds_binomial(*ACCS["softmax"][task]) for task in paper.TASKS]
+    avg_se = math.sqrt(sum(p[2] ** 2 for p in parts)) / 5
+    avg_df = (avg_se**2) ** 2 / sum((p[2] / 5) ** 4 / p[3] for p in parts)
+    assert soft["avg5"] == pytest.approx(54.6) and soft[AVG5] == "54.60 [50.28, 58.92] ref ★"
+    assert soft["avg_hi"] - 54.6 == pytest.approx(stats.t.ppf(0.975, avg_df) * avg_se)
     assert soft["avg6"] == pytest.approx(323 / 6) and soft[AVG6] == "53.83"
     lin = t.loc["linear"]  # (17 + 66 + 53 + 42 + 75) / 5 = 50.6; Path-X never run -> 50, marked *
     assert lin["avg5"] == pytest.approx(50.6) and lin[AVG6] == "50.50*" and lin["Path-X"] == ""
@@ -164,11 +184,13 @@ def test_table1_values_against_hand_computation(runs):
     assert loc["Path-X"] == "55.00 [45.24, 64.39] (1 seed: test sampling only)"
     assert loc["avg6"] == pytest.approx(286 / 6)
     assert loc["ListOps"].endswith("▼") and loc["listops_vs_ref"] == "worse" and loc["listops_method"] == "welch"
+    # 15 % and 17 % of 100 test examples: each within its Wilson interval of the 20 % majority rate, collapsed
+    assert loc["ListOps"].startswith("16.00 [8.43, 23.57] (2 seeds; 2 collapsed)") and loc["listops_collapsed"] == 2
     assert loc["avg5"] == pytest.approx(46.2)
     perf = t.loc["performer"]  # 19, 65, 54 present; Image only diverged; Pathfinder never run
     assert perf["Image"] == "DIV" and perf["Pathfinder"] == ""
     assert math.isnan(perf["avg5"]) and perf["avg_present"] == pytest.approx(46.0) and perf["n_tasks"] == 3
-    assert perf[AVG5] == "46.00 [44.16, 47.84] (partial: 3/5 tasks)" and perf[AVG6] == ""
+    assert perf[AVG5] == "46.00 [40.67, 51.33] (partial: 3/5 tasks)" and perf[AVG6] == ""
     ref = t.loc["reformer"]  # Pathfinder: one ok seed (68) and one failed run
     assert ref["Pathfinder"] == "68.00 [58.34, 76.33] (1 seed: test sampling only; 1 FAIL)"
     assert ref["pathfinder_vs_ref"] == "untested"  # one seed: no test
@@ -181,11 +203,13 @@ def test_table1_values_against_hand_computation(runs):
         assert row["params"] == PARAMS[att]
     assert "| softmax" in md and "54.60" in md and "OOM" in md and "paper avg (5)" in md and "51.39" not in md
     assert "None of the 24 cells' records kept per-example test predictions" in md
-    assert "Tied with the best: ListOps: reformer, softmax;" in md
+    assert "ListOps (2 of 5): " in md and "reformer" in md  # the confidence set for the best: softmax, reformer
+    assert t.loc["reformer", "listops_best"] and t.loc["softmax", "listops_best"] and not t.loc["local", "listops_best"]
+    assert "Collapsed runs" in md and "ListOps 6 of 10" in md
     both, md_all = table1(runs)
     assert set(both.profile) == {"cpu", "smoke"} and "Profile `smoke`" in md_all
     assert both.set_index(["profile", "attention"]).loc[("smoke", "softmax"), "ListOps"] == \
-        "20.00 [13.34, 28.88] (1 seed: test sampling only) ref"
+        "20.00 [13.34, 28.88] (1 seed: test sampling only; 1 collapsed) ref"  # 20 % = the majority rate
 
 
 def ours_and_paper(fig):
@@ -214,7 +238,8 @@ def test_bubble_chart_coordinates_and_areas_read_from_the_figure(runs, store, tm
         assert got[name][2] == pytest.approx(MAX_AREA * mem / (400 * MiB))  # area ∝ memory, largest = MAX_AREA
     assert fig.bubble_omitted == {"reformer": "OOM at N=4096"}
     labels = {t.get_text() for t in fig.axes[0].texts}
-    assert {"softmax", "linear", "local", "performer [3/5]"} <= labels  # every circle labelled
+    # every circle labelled, with its collapsed runs (ListOps at 15-19 % of 100 examples, majority rate 20 %)
+    assert {"softmax", "linear (2 collapsed)", "local (2 collapsed)", "performer [3/5] (2 collapsed)"} <= labels
     legend = fig.axes[0].get_legend()  # the size legend: 3 reference circles on the same area scale
     assert "peak memory" in legend.get_title().get_text() and "N=4096" in legend.get_title().get_text()
     assert [t.get_text() for t in legend.get_texts()] == ["400 MiB", "100 MiB", "20 MiB"]
@@ -336,7 +361,7 @@ def test_report_script_end_to_end(store, tmp_path, report_script):
     assert "softmax" in (out / "table1.md").read_text()
     bubble = pd.read_csv(out / "bubble.csv")
     assert set(bubble.source) == {"ours", "paper"}
-    assert "**Rank reliability**" in report and "seeds [0] vs [1]" in report  # 2 seeds: seed 0 against seed 1
+    assert "**Rank reliability**" in report and "| [0, 1] " in report  # 2 seeds: one split, seed 0 against seed 1
     res = report_script("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--reference",
                         "sofmax")
     assert res.returncode == 2 and "--reference 'sofmax': no record of that attention" in res.stderr

@@ -56,10 +56,12 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "`image/`, `retrieval/`: its task class, generator, file readers), and the pieces they share: the "
      "build-once Arrow cache (`cache.py`), batches, byte tokens, pixel pooling, Hub access."),
     ("reports", ("lra_bench.reports", "lra_bench.stats"),
-     "Table 1, Table 2, the bubble chart, accuracy plots and validation curves, and the planning table "
-     "(`planning.py`), read from the results store; `paper.py` holds the LRA paper's numbers; `stats/` the "
-     "statistics behind every accuracy (intervals, the paired test with Holm's correction, rank reliability) and "
-     "`reports/significance.py` applies them to the records."),
+     "Table 1, Table 2, the bubble chart, accuracy plots and validation curves, and the planners (`planning.py`: a "
+     "run's wall time; `power_plan.py`: seeds and test examples for a target detectable gap), read from the "
+     "results store; `paper.py` holds the LRA paper's numbers; `stats/` the statistics behind every accuracy "
+     "(intervals over seeds and test examples, the paired test with Holm's correction, equivalence and "
+     "non-inferiority, the confidence set for the best, power, rank reliability) and `reports/significance.py` "
+     "and `verdicts.py` apply them to the records."),
     ("infra", ("lra_bench.infra",),
      "Services both training and benchmarking use, importing neither: peak memory and allocator settings, OOM "
      "classification (`memory.py`), step timing with warm-up, repeats and medians (`timing.py`), progress bars, "

@@ -1,7 +1,8 @@
 """Per-task test accuracy bars: one panel per LRA task that was run, one bar per attention (mean over ok seeds,
-error bar = its 95 % interval as in Table 1 -- t over seeds, or with one seed the test sample's alone --, dots = the
-individual seeds), OOM / DIV / FAIL written where no run
-succeeded, the paper's Table 1 value as a red tick and the test set's majority-class rate as a dashed line.
+error bar = its 95 % interval as in Table 1 -- over seeds and test examples, or with one seed the test sample's
+alone --, dots = the individual seeds, red crosses = the collapsed ones), OOM / DIV / FAIL written where no run
+succeeded, the paper's Table 1 value as a red tick and the test set's majority-class rate as a dashed line; a task
+at chance for every variant says so in its panel title.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
 
     ``runs`` is :func:`lra_bench.reports.table1.load_runs`'s frame; ``profile`` defaults to
     :func:`pick_profile`'s choice. The plotted bars are in ``fig.accuracy_data`` (profile, attention, task,
-    mean, std, lo, hi, n, failures). Raises ValueError when there is no non-synthetic record.
+    mean, std, lo, hi, n, failures, collapsed, at_chance). Raises ValueError when there is no non-synthetic record.
     """
     profile = profile or pick_profile(runs)
     cells = task_cells(runs, profile) if profile is not None else pd.DataFrame()
@@ -58,7 +59,10 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
         for i, a in enumerate(order):
             accs = tc.loc[a, "accs"]
             if accs:
-                ax.plot([i] * len(accs), accs, "o", color="black", ms=3, zorder=4)
+                down = np.asarray(tc.loc[a, "collapsed_seeds"], bool)
+                values = np.asarray(accs, float)
+                ax.plot([i] * int((~down).sum()), values[~down], "o", color="black", ms=3, zorder=4)
+                ax.plot([i] * int(down.sum()), values[down], "x", color="darkviolet", ms=5, mew=1.5, zorder=4)
             elif tc.loc[a, "failures"]:
                 text = "/".join(FAIL_LABELS[s] for s in FAIL_LABELS if s in tc.loc[a, "failures"])
                 ax.text(i, 1, text, ha="center", va="bottom", rotation=90, fontsize=8, color="firebrick")
@@ -69,7 +73,9 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
         if len(majority):
             ax.axhline(majority.mean(), ls="--", color="gray", lw=1)
         ax.set_xticks(pos, order, rotation=45, ha="right", fontsize=8)
-        ax.set_title(TASK_LABELS.get(task, task))
+        chance = bool(tc["at_chance"].all())
+        ax.set_title(TASK_LABELS.get(task, task) + (" (every variant at chance:\nleft out of the LRA average)"
+                                                     if chance else ""), fontsize=10 if chance else None)
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(0, 100)
         ax.grid(True, axis="y", alpha=0.3)
@@ -80,10 +86,12 @@ def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: 
                   else f"{seeds[0]} to {seeds[-1]} seeds") + " per bar"
     one = " (1 seed: test sampling only)" if 1 in seeds else ""
     fig.suptitle(title or f"Test accuracy per task, profile {profile}, {seeds_text}: bar = mean over seeds, error bar "
-                 f"= 95 % interval{one}, dots = seeds;\nred tick = the paper's Table 1, dashed = majority-class rate",
-                 fontsize=10)
+                 f"= 95 % interval over seeds and test examples{one}, dots = seeds;\nviolet x = a collapsed seed (one "
+                 "predicted class, or within its interval of the majority rate), red tick = the paper's Table 1, "
+                 "dashed = majority-class rate", fontsize=10)
     fig.tight_layout()
-    fig.accuracy_data = cells[["profile", "attention", "task", "mean", "std", "lo", "hi", "n", "failures"]].copy()
+    fig.accuracy_data = cells[["profile", "attention", "task", "mean", "std", "lo", "hi", "n", "failures",
+                               "collapsed", "at_chance"]].copy()
     if path is not None:
         save_png_svg(fig, path, dpi=110)
     return fig

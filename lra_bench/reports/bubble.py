@@ -20,6 +20,7 @@ The "ours" and "paper" circles are the PathCollections whose gid is ``"ours"`` /
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,6 +29,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from lra_bench.reports import paper
+from lra_bench.reports.detectable import caption_line
 from lra_bench.reports.efficiency import with_ratios
 from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.noise import MARK, NOISY_IQR
@@ -39,9 +41,11 @@ SIZES = ("memory", "params", "popularity")
 XS = ("examples_per_s", "speed_vs_softmax")
 MAX_AREA = 2400.0  # points^2 of the largest circle
 SETTING = ["device", "profile", "batch"]
-POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "tied", "seeds",
+POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "best", "p_rank1",
+                 "collapsed", "seeds",
                  "seeds_max", "repeats", "noisy"]
-FADED = 0.18  # alpha of the circles significantly below the best (when ties were tested)
+CAPTION_WIDTH = 185  # characters of a caption line at 7.5 pt across the 12-inch figure
+FADED = 0.18  # alpha of the circles outside the confidence set for the best (when it was computed)
 
 
 def read_popularity(path: Path | str | None) -> pd.Series:
@@ -76,7 +80,8 @@ def read_popularity(path: Path | str | None) -> pd.Series:
 
 def _scores(scores, profile: str | None) -> pd.DataFrame:
     """Normalise ``scores`` (a Table 1 frame, a frame with attention+score, a Series or a dict) to SCORE_COLUMNS
-    (attention, profile, score, n_tasks, params, score_lo, score_hi, tied, seeds; NaN / False where not given)."""
+    (attention, profile, score, n_tasks, params, score_lo, score_hi, best, p_rank1, seeds, collapsed; NaN / False
+    where not given), with the scores' ``attrs`` (tasks covered, left out, detectable gaps) when they have them."""
     if isinstance(scores, dict):
         scores = pd.Series(scores, dtype=float)
     if isinstance(scores, pd.Series):
@@ -92,12 +97,15 @@ def _scores(scores, profile: str | None) -> pd.DataFrame:
         return lra_scores(scores, profile)
     out = scores.copy()
     for col, default in (("n_tasks", 5), ("params", np.nan), ("profile", profile), ("score_lo", np.nan),
-                         ("score_hi", np.nan), ("tied", False), ("seeds", np.nan)):
+                         ("score_hi", np.nan), ("best", False), ("p_rank1", np.nan), ("seeds", np.nan),
+                         ("collapsed", 0)):
         if col not in out.columns:
             out[col] = default
     if "seeds_max" not in out.columns:  # one number of seeds per point (one task's score)
         out["seeds_max"] = out["seeds"]
-    return out[SCORE_COLUMNS]
+    kept = out[SCORE_COLUMNS].copy()
+    kept.attrs = dict(scores.attrs)
+    return kept
 
 
 def pick_setting(cells: pd.DataFrame, profile: str | None) -> dict | None:
@@ -175,8 +183,9 @@ def _place_labels(ax, items: list[dict]) -> None:
 def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", popularity_csv=None,
                 x: str = "examples_per_s", profile: str | None = None) -> tuple[pd.DataFrame, dict, dict]:
     """The points of the chart (POINT_COLUMNS: x with the interquartile range x_lo..x_hi of the benchmark cell's
-    timed steps, y with its 95 % interval y_lo..y_hi, tied with the best, seeds, the cell's repeats), the omitted
-    attentions with reasons, and the setting used (profile, device, batch, n, task, ties_tested)."""
+    timed steps, y with its 95 % interval y_lo..y_hi, in the confidence set for the best and P(rank 1), collapsed
+    runs, seeds, the cell's repeats), the omitted attentions with reasons, and the setting used (profile, device,
+    batch, n, task, best_tested, and the scores' tasks / left_out / detectable / reference)."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     if x not in XS:
@@ -239,18 +248,23 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         first = s.iloc[0]
         rows.append({"attention": att, "x": xv, "y": float(first["score"]), "n_tasks": int(first["n_tasks"]),
                      "size_value": sv, "x_lo": x_lo, "x_hi": x_hi, "y_lo": float(first["score_lo"]),
-                     "y_hi": float(first["score_hi"]), "tied": bool(first["tied"]), "seeds": float(first["seeds"]),
+                     "y_hi": float(first["score_hi"]), "best": bool(first["best"]),
+                     "p_rank1": float(first["p_rank1"]), "collapsed": int(first["collapsed"]),
+                     "seeds": float(first["seeds"]),
                      "seeds_max": float(first["seeds_max"]),
                      "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce")), "noisy": noisy})
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
-    meta["ties_tested"] = bool(sc["tied"].astype(bool).any())
+    meta["best_tested"] = bool(sc["best"].astype(bool).any())
+    meta.update({k: sc.attrs[k] for k in ("tasks", "left_out", "detectable", "reference") if k in sc.attrs})
     return pd.DataFrame(rows, columns=POINT_COLUMNS), omitted, meta
 
 
-def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | None = None) -> float | None:
+def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | None = None,
+                  tasks: list[str] | None = None) -> float | None:
     """The chance line of the chart's score, in %: the test sets' majority-class rate of ``score_task``, or its mean
-    over the tasks with records (what always guessing the commonest class would score on the LRA average)."""
+    over ``tasks`` (default: every task with records; pass the tasks the LRA score covers) -- what always guessing
+    the commonest class would score on that average."""
     from lra_bench.reports.table1 import scored_runs
 
     kept = scored_runs(runs, profile)
@@ -259,6 +273,8 @@ def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | Non
     per_task = kept.groupby("task")["test_majority_rate"].mean().dropna()
     if score_task is not None:
         per_task = per_task[per_task.index == score_task]
+    elif tasks is not None:
+        per_task = per_task[per_task.index.isin(tasks)]
     return float(100 * per_task.mean()) if len(per_task) else None
 
 
@@ -318,20 +334,21 @@ def _error_bars(ax, data: pd.DataFrame) -> None:
 
 
 def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
-    """Three lines: what the vertical bars are and how many seeds are behind them, the horizontal bars, and what the
-    emphasis means."""
+    """The caption's lines: what the vertical bars are and how many seeds are behind them, the horizontal bars,
+    what the emphasis means, the detectable gap, the tasks left out of the score and the collapsed runs."""
     what = f"{TASK_LABELS[score_task]} accuracy" if score_task else "LRA score"
     fewest, most = data["seeds"].dropna(), data.get("seeds_max", data["seeds"]).dropna()  # over tasks and points
     per = "" if score_task else " per task"
     wilson = "Wilson" + ("" if score_task else " per task, combined over the tasks")
+    both = "over seeds and test examples"
     if fewest.empty:
         how = "seeds unknown"
     elif (lo := int(fewest.min())) == (hi := int(max(most.max(), fewest.max()))) == 1:
         how = f"1 seed{per}: test sampling only ({wilson})"
     elif lo > 1:
-        how = (f"{lo} seeds{per}" if lo == hi else f"{lo} to {hi} seeds{per}") + ": Student t over seeds"
+        how = (f"{lo} seeds{per}" if lo == hi else f"{lo} to {hi} seeds{per}") + f": {both}"
     else:
-        how = f"1 to {hi} seeds{per}: Student t over seeds; where 1 seed, test sampling only ({wilson})"
+        how = f"1 to {hi} seeds{per}: {both}; where 1 seed, test sampling only ({wilson})"
     repeats = sorted({int(r) for r in data["repeats"].dropna()})
     reps = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]} to {repeats[-1]}" if repeats else "?"
     if meta.get("speed_source") == FROM_RECORDS:
@@ -346,13 +363,26 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
         lines.append(f"{MARK} noisy timing (interquartile range > {NOISY_IQR:.0%} of the median): its speed is "
                      "unreliable; " + ("rerun it on an idle machine" if meta.get("speed_source") != FROM_RECORDS
                                        else "time it with scripts/benchmark.py"))
-    if meta.get("ties_tested"):
-        lines.append(f"Bold circles: statistically tied with the best {what} (paired test over seeds and examples, "
-                     "or Welch over seeds; Holm-corrected); faded: significantly below it.")
+    if meta.get("best_tested"):
+        lines.append(f"Bold circles: in the 95 % confidence set for the best {what} (no other variant shown better "
+                     "by one-sided paired tests, Hsu's comparisons with the best), i.e. they cannot be told apart from "
+                     "the best at this power; faded: shown below another variant.")
     else:
-        lines.append(f"Ties with the best {what} not tested: a test needs 2 or more seeds per cell, so no circle is "
-                     "emphasised.")
-    return "\n".join(lines)
+        lines.append(f"No confidence set for the best {what}: a test needs 2 or more seeds per cell, so no circle "
+                     "is emphasised.")
+    tasks = [score_task] if score_task else meta.get("tasks", [])
+    gaps = caption_line(meta.get("detectable", {}), meta.get("reference", "the reference"), tasks)
+    if gaps:
+        lines.append(gaps)
+    if meta.get("left_out") and not score_task:
+        names = ", ".join(TASK_LABELS[t] for t in meta["left_out"])
+        covered = ", ".join(TASK_LABELS[t] for t in meta.get("tasks", []))
+        lines.append(f"{names}: every variant at chance, so left out of the LRA score (shown in Table 1); the score "
+                     f"is the mean over {covered}.")
+    if data.get("collapsed", pd.Series(dtype=float)).fillna(0).astype(int).any():
+        lines.append("(k collapsed): k of the runs behind the score predicted one class or scored within their "
+                     "interval of the majority-class rate.")
+    return "\n".join(textwrap.fill(line, CAPTION_WIDTH, subsequent_indent="    ") for line in lines)
 
 
 def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
@@ -380,16 +410,19 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
 
     fig, ax = plt.subplots(figsize=(12, 7))
     partial = (data["n_tasks"] < 5) & (score_task is None)  # "[k/5] tasks present" marks: LRA averages only
-    ties = bool(meta["ties_tested"])  # tied with the best: full colour, bold edge; the rest faded
-    face = [(*color[a][:3], (0.7 if t else FADED) if ties else 0.6) for a, t in zip(data.attention, data.tied,
-                                                                                    strict=True)]
+    common = partial.all() and data["n_tasks"].nunique() == 1  # every point the same k/5: said once, on the axis
+    tested = bool(meta["best_tested"])  # in the confidence set for the best: full colour, bold edge; the rest faded
+    face = [(*color[a][:3], (0.7 if b else FADED) if tested else 0.6) for a, b in zip(data.attention, data.best,
+                                                                                      strict=True)]
     ours = ax.scatter(data["x"], data["y"], s=data["area"], c=face, zorder=3,
-                      edgecolors=["black" if t or not ties else "gray" for t in data.tied],
-                      linewidths=[2.0 if t and ties else 0.8 for t in data.tied])
+                      edgecolors=["black" if b or not tested else "gray" for b in data.best],
+                      linewidths=[2.0 if b and tested else 0.8 for b in data.best])
     ours.set_gid("ours")
     _error_bars(ax, data)
     labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
-               "text": (f"{MARK} " if r.noisy else "") + r.attention + (f" [{r.n_tasks}/5]" if part else "")}
+               "text": (f"{MARK} " if r.noisy else "") + r.attention
+               + (f" [{r.n_tasks}/5]" if part and not common else "")
+               + (f" ({r.collapsed} collapsed)" if r.collapsed else "")}
               for r, part in zip(data.itertuples(), partial, strict=True)]
     frames = [data]
     if overlay_paper:
@@ -404,7 +437,7 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         frames.append(pp)
     plotted = pd.concat(frames, ignore_index=True).reindex(
         columns=["source", "attention", "x", "y", "n_tasks", "size_value", "area", "y_lo", "y_hi", "x_lo", "x_hi",
-                 "seeds", "tied"])
+                 "seeds", "best", "p_rank1", "collapsed"])
 
     xs = plotted["x"].to_numpy(float)
     if xscale == "auto":
@@ -435,6 +468,9 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         ax.set_xlabel(f"Speed relative to softmax at {where} (steps/s ratio)")
     if score_task is not None:
         ax.set_ylabel(f"{TASK_LABELS[score_task]} test accuracy (%)\n(this one task only, not an LRA average)")
+    elif common and meta.get("tasks"):
+        covered = ", ".join(TASK_LABELS[t] for t in meta["tasks"])
+        ax.set_ylabel(f"LRA score (%): mean test accuracy over\n{covered} ({int(data['n_tasks'].iloc[0])}/5 tasks)")
     elif partial.any():
         ax.set_ylabel("LRA score (%): mean test acc. over the 5 tasks;\n[k/5] = mean over the k tasks present only")
     else:
@@ -472,9 +508,12 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
                             label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)"),
                  Line2D([], [], color="teal", linestyle=":", label="later work (published;\nno speed comparable)")]
         ax.legend(handles=kinds, loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=8)
-    fig.tight_layout(rect=(0, 0.12 if omitted else 0.09, 1, 1))
+    text = caption(data, meta, score_task)
+    line = 7.5 * 1.25 / 72 / fig.get_figheight()  # one caption line, as a fraction of the figure's height
+    base = 0.035 if omitted else 0.01
+    fig.tight_layout(rect=(0, base + (text.count("\n") + 1) * line + 0.015, 1, 1))
     _place_labels(ax, labels)
-    fig.text(0.01, 0.045 if omitted else 0.01, caption(data, meta, score_task), fontsize=7.5, va="bottom")
+    fig.text(0.01, base, text, fontsize=7.5, va="bottom")
     if omitted:
         note = "not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
         fig.text(0.01, 0.01, note, fontsize=7, color="dimgray", wrap=True)
