@@ -271,7 +271,8 @@ def test_noisy_cells_and_their_exponents_are_flagged_with_the_rerun_command(tmp_
     assert not rows.loc["linear", "steps/s N=2048"].endswith(MARK)
     assert rows.loc["linear", "time exp."] < 0  # the nonsense a busy machine produces ...
     lines = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
-    assert f"{rows.loc['linear', 'time exp.']} {MARK}" in lines["linear"]  # ... is flagged where it is shown
+    shown = f"{rows.loc['linear', 'time exp.']:.2f} {rows.loc['linear', 'time exp. 95 %']} {MARK}"
+    assert shown in lines["linear"]  # ... is flagged where it is shown, with its (wide) interval
     assert MARK not in lines["performer"] and MARK not in lines["softmax"]
     assert "linear N=1024 (IQR 90% of the median)" in md
     assert ("python scripts/benchmark.py attention=linear task=text profile=cpu 'bench.seq_lens=[1024]' "

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -182,19 +181,6 @@ def attention_order(names) -> list[str]:
     names = set(names)
     known = [a for a in paper.TABLE1 if a in names]
     return known + sorted(names - set(known))
-
-
-#: every attention of the zoo in a fixed order, so an attention keeps its colour across figures
-ZOO_ORDER = (*paper.TABLE1, "flash", "global", "routing", "compressed", "nystromformer", "efficient", "rfa", "fnet",
-             "gmlp", "mlp_mixer")
-
-
-def attention_color(name: str):
-    """A fixed tab20 colour per attention name (the same in every figure)."""
-    from matplotlib import colormaps
-
-    i = ZOO_ORDER.index(name) if name in ZOO_ORDER else zlib.crc32(name.encode())
-    return colormaps["tab20"](i % 20)
 
 
 CELL_COLUMNS = ["profile", "attention", "task", "mean", "std", "n", "lo", "hi", "se", "df", "interval", "accs", "seeds",
