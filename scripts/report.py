@@ -12,7 +12,8 @@ and scaling_<mode>.png / .svg (LRA Table 2), bubble.png / .svg / .csv (LRA Figur
 embeds them all and states the command that regenerates them. Missing inputs skip their part with a message;
 files of an earlier report there that this one does not write again are removed (a folder never mixes two reports).
 Each warning is printed once and listed once in REPORT.md. Nothing to report (no record, no benchmark cell), an
-unknown --profile or a --runs-dir / --bench-dir that does not exist ends with an error (exit code 1 or 2).
+unknown --profile ends with an error (exit code 1 or 2); a --runs-dir or --bench-dir that is not a folder is
+named in a warning.
 Without benchmark cells the bubble chart takes speed and memory from the run records themselves (the training
 throughput and peak memory each run measured, for the task most variants ran), and says so on the chart.
 
@@ -137,9 +138,6 @@ def main(argv: list[str] | None = None) -> int:
         command = f"python scripts/report.py --curated {shlex.quote(args.curated)}"
     else:
         for key, (env, default) in ENV_DIRS.items():
-            flag = "--" + key.replace("_", "-")
-            if getattr(args, key) is not None and not getattr(args, key).is_dir():
-                ap.error(f"{flag} {getattr(args, key)} is not a folder")
             if getattr(args, key) is None and os.environ.get(env) == "":
                 ap.error(f"{env} is set but empty: unset it (default {default}) or set it to a folder")
             setattr(args, key, getattr(args, key) or Path(os.environ.get(env) or default))
@@ -162,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     written: list[str] = []
     sections: list[str] = []
     skipped: list[str] = []
+
+    for flag, folder in (("--runs-dir", args.runs_dir), ("--bench-dir", args.bench_dir)):
+        if not folder.is_dir():
+            once.note(f"{flag} {folder} is not a folder: nothing read from it")
 
     # Table 1 and the accuracy bars from the run records
     runs = load_runs(args.runs_dir)

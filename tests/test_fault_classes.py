@@ -296,8 +296,8 @@ def test_the_report_exits_non_zero_on_nothing_to_report_or_an_unknown_profile(tm
     empty.mkdir()
     nothing = report_script("--runs-dir", empty, "--bench-dir", empty, "--out", tmp_path / "o1")
     assert nothing.returncode == 1 and "nothing to report" in nothing.stderr
-    missing = report_script("--runs-dir", tmp_path / "nonexistent", "--out", tmp_path / "o2")
-    assert missing.returncode == 2 and "is not a folder" in missing.stderr
+    missing = report_script("--runs-dir", tmp_path / "nonexistent", "--bench-dir", empty, "--out", tmp_path / "o2")
+    assert missing.returncode == 1 and f"--runs-dir {tmp_path / 'nonexistent'} is not a folder" in missing.stderr
     runs = store(tmp_path / "runs", fake())
     nosuch = report_script("--runs-dir", runs, "--bench-dir", empty, "--profile", "nosuch", "--out", tmp_path / "o3")
     assert nosuch.returncode == 2 and "--profile 'nosuch'" in nosuch.stderr and "it has p" in nosuch.stderr

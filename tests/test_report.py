@@ -383,7 +383,6 @@ def test_report_script_with_nothing_to_report(tmp_path, report_script):
 
 def test_report_script_records_without_bench_cells_draws_the_chart_from_the_records(store, tmp_path, report_script):
     out = tmp_path / "out"
-    (tmp_path / "none").mkdir()
     res = report_script("--runs-dir", store / "runs", "--bench-dir", tmp_path / "none", "--out", out)
     assert res.returncode == 0, res.stderr
     assert (out / "table1.md").is_file() and (out / "bubble.png").is_file()
