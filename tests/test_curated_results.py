@@ -4,6 +4,7 @@ touches a curated folder."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from scipy import stats
@@ -38,7 +39,11 @@ def test_a_casual_report_never_overwrites_curated_results(tmp_path, report_scrip
     done = report_script("--out", folder)
     assert done.returncode == 2 and "holds curated results" in done.stderr
     assert {p: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
-    done = report_script("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none", cwd=tmp_path)
+    one = next((folder / "runs").rglob("softmax/*/record.json"))  # one record to report (nothing at all is an error)
+    (tmp_path / "runs" / one.parent.relative_to(folder / "runs")).mkdir(parents=True)
+    shutil.copy(one, tmp_path / "runs" / one.relative_to(folder / "runs"))
+    (tmp_path / "none").mkdir()
+    done = report_script("--runs-dir", tmp_path / "runs", "--bench-dir", tmp_path / "none", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "results" / "report" / "REPORT.md").exists(), "the default output is results/report/"
     assert "into results/report" in done.stdout

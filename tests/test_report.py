@@ -411,9 +411,10 @@ def test_one_task_beside_the_paper_and_its_chart(store, tmp_path, report_script)
 
 def test_report_script_with_nothing_to_report(tmp_path, report_script):
     out = tmp_path / "out"
-    res = report_script("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none2", "--out", out)
-    assert res.returncode == 0, res.stderr
-    assert "skipped" in res.stderr and (out / "REPORT.md").is_file()
+    (tmp_path / "none").mkdir()  # issue 40: nothing to report is an error, not an empty REPORT.md
+    res = report_script("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none", "--out", out)
+    assert res.returncode == 1 and "nothing to report" in res.stderr, res.stderr
+    assert not (out / "REPORT.md").exists()
     res = report_script("--size", "popularity", "--out", out)
     assert res.returncode == 2 and "popularity_csv" in res.stderr
 

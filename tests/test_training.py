@@ -185,7 +185,7 @@ def test_compile_setting_resolves_per_device_and_rejects_typos():
     assert compile_enabled(True, torch.device("cpu")) and not compile_enabled(False, torch.device("cuda"))
     base = dict(max_steps=1, batch_size=1, eval_batch_size=1, lr=1.0, schedule="constant", warmup_steps=0,
                 weight_decay=0.0)
-    with pytest.raises(ConfigError, match="compile must be one of 'auto', True, False, got 'yes'"):
+    with pytest.raises(ConfigError, match="trainer.compile='yes' is not allowed: must be one of 'auto', True, False"):
         TrainerSettings(**base, compile="yes")
 
 

@@ -45,7 +45,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("train", ("lra_bench.train",),
      "The training loop (`loop.py`), the one optimizer step shared with the benchmark (`step.py`), the AdamW "
      "parameter groups from the mixers' declared settings (`param_groups.py`), LRA's schedules, the typed trainer "
-     "settings and resumable, checksummed checkpoints."),
+     "settings, resumable, checksummed checkpoints that carry their run's identity, and the mixer contract checked "
+     "at run time (`contract.py`)."),
     ("attention", ("lra_bench.attention",),
      "The zoo: `base.py` holds `TokenMixer` (the contract checks, output dropout and registry) and "
      "`Attention(TokenMixer)` (q/k/v and output projections around `attend`); `_sparse.py` gives the sparse "
@@ -65,14 +66,16 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("infra", ("lra_bench.infra",),
      "Services both training and benchmarking use, importing neither: peak memory and allocator settings, OOM "
      "classification (`memory.py`), step timing with warm-up, repeats and medians (`timing.py`), progress bars, "
-     "loggers (the optional wandb mirror), the per-run lock, DDP process groups."),
+     "loggers (the optional wandb mirror), the per-run lock, DDP process groups, child processes that die with "
+     "their parent (`children.py`)."),
     ("store", ("lra_bench.store",),
      "Keeping results: `records.py` (the run record, its checksum and the one reading rule for the runner, the "
      "benchmark and every report), `predictions.py` (the per-example test predictions a record keeps), `files.py` "
      "(hashing and atomic writes), `migrate.py` (records carried across a change of the config layout)."),
     ("foundation", ("lra_bench",),
      "`errors.py` (every error the harness raises; `ConfigError` for every bad knob) and `checks.py` (plain-dict "
-     "validation against signatures, ranges, choices from `Literal`s, 'did you mean'): no config library."),
+     "validation against signatures, the ranges annotations declare (`Range`), choices from `Literal`s, 'did you "
+     "mean'): no config library."),
 ]
 
 

@@ -29,6 +29,7 @@ A subclass declares ``name`` (== file stem == config stem); declaring it registe
 from __future__ import annotations
 
 import abc
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,6 +40,8 @@ from torch import Tensor, nn
 
 from lra_bench.checks import fraction
 from lra_bench.errors import ConfigError
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a mixer's name: no space, separator or control character
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,10 @@ class TokenMixer(nn.Module, abc.ABC):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
+            if not isinstance(cls.name, str) or not NAME_PATTERN.fullmatch(cls.name):
+                raise ConfigError(f"{cls.__module__}.{cls.__qualname__}.name={cls.name!r} cannot name a mixer: a "
+                                  "name is letters, digits, '_', '-', '.' or '+', starting with a letter or digit (it "
+                                  "names folders, table rows and chart labels)")
             other = TokenMixer._registry.get(cls.name)
             if other is not None and other.__qualname__ != cls.__qualname__:
                 raise ValueError(f"duplicate attention name {cls.name!r}: {other} and {cls}")

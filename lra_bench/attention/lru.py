@@ -19,12 +19,17 @@ Time O(B·N·d_state·(C + log N)), memory O(B·N·d_state); no N × N tensor.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
 
 from lra_bench.attention.base import ParamSettings, SSMMixer, ssm_dtype
+from lra_bench.checks import Count, LearningRate, Range
 from lra_bench.errors import ConfigError
+
+Modulus = Annotated[float, Range(0.0, 1.0, why="|lambda| <= 1 keeps the recurrence stable")]
+Phase = Annotated[float, Range(0.0, 2 * math.pi, lo_open=True)]
 
 
 class LRU(SSMMixer):
@@ -47,12 +52,12 @@ class LRU(SSMMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        d_state: int = 64,
-        r_min: float = 0.9,
-        r_max: float = 0.999,
-        max_phase: float = math.pi / 10,
+        d_state: Count = 64,
+        r_min: Modulus = 0.9,
+        r_max: Modulus = 0.999,
+        max_phase: Phase = math.pi / 10,
         bidirectional: bool = True,
-        ssm_lr: float = 0.001,
+        ssm_lr: LearningRate = 0.001,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if d_state <= 0:

@@ -28,6 +28,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import ParamSettings, SSMMixer, ssm_dtype
+from lra_bench.checks import Count, LearningRate, PositiveFloat
 from lra_bench.errors import ConfigError
 
 
@@ -95,13 +96,13 @@ class S4D(SSMMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        d_state: int = 64,
-        dt_min: float = 0.001,
-        dt_max: float = 0.1,
+        d_state: Count = 64,
+        dt_min: PositiveFloat = 0.001,
+        dt_max: PositiveFloat = 0.1,
         init: Literal["lin", "inv"] = "lin",
         bidirectional: bool = True,
-        ssm_lr: float = 0.001,
-        dt_lr: float | None = 0.001,
+        ssm_lr: LearningRate = 0.001,
+        dt_lr: LearningRate | None = 0.001,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if d_state < 2 or d_state % 2:

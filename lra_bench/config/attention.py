@@ -43,5 +43,5 @@ def build_attention_factory(cfg: DictConfig | dict[str, Any]) -> Callable[..., T
     knobs: dict[str, Any] = {
         k: v for k, v in container(cfg).items() if k not in ("_target_", "_partial_")
     }
-    check_kwargs(cls, knobs, where=f"attention={cls.name}", supplied=ENCODER_SUPPLIED)
+    check_kwargs(cls, knobs, where=f"attention={cls.name}", supplied=ENCODER_SUPPLIED, prefix="attention")
     return functools.partial(cls, **knobs)

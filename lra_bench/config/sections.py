@@ -36,6 +36,15 @@ def container(section: DictConfig | dict[str, Any]) -> dict[str, Any]:
     return dict(section)
 
 
+def run_container(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+    """A whole run config as a plain, resolved dict, without Hydra's own ``hydra`` node (present when a config is
+    composed with ``return_hydra_config``; it is not part of the experiment and its interpolations are Hydra's)."""
+    if not isinstance(cfg, DictConfig):
+        return {k: v for k, v in cfg.items() if k != "hydra"}
+    return {k: container(cfg[k]) if isinstance(cfg[k], DictConfig) else OmegaConf.to_object(cfg[k])
+            if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
+
+
 def section_dataclass(cls: type[T], section: DictConfig | dict[str, Any], where: str) -> T:
     """``checks.to_dataclass`` of a config section: validated against ``cls``'s fields, then built."""
     return to_dataclass(cls, container(section), where)
@@ -70,4 +79,4 @@ def resolve_class(target: Any, base: type[T], where: str, valid: list[str]) -> t
 
 
 __all__ = ["CONFIG_DIR", "NON_SEMANTIC_KEYS", "config_hash", "container", "group_options", "resolve_class",
-           "section_dataclass"]
+           "run_container", "section_dataclass"]

@@ -20,6 +20,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
+from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
 
 
@@ -60,9 +61,9 @@ class SSMEncoder(nn.Module):
         vocab_size: int,
         max_len: int,
         pad_id: int | None,
-        dim: int,
-        depth: int,
-        dropout: float,
+        dim: Count,
+        depth: Count,
+        dropout: DropRate,
         norm: Literal["batch", "layer"],
         prenorm: bool,
     ) -> None:

@@ -6,9 +6,16 @@ test examples, marks against a reference variant and the confidence set for the 
 Rules, stated once:
 
 * Records are read with :func:`load_runs`; unreadable or truncated ``record.json`` files are skipped with a
-  warning, never fatal. Of several records with the same ``config_hash`` only the latest counts.
+  warning, never fatal. Of several records with the same ``config_hash`` only the latest counts. Names (task,
+  attention, profile) are shown with control characters escaped, so no record can split a row.
 * Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
-* A cell is (profile, attention, task). Within a cell, one record per seed counts: the latest one.
+* A cell is (profile, attention, task), and it holds one identity: one configuration (the resolved config but the
+  seed: ``variant``) scored on one test set (``test_set``, the test inputs' and labels' fingerprint). When records
+  of several identities share a cell, the identity of the newest ok record is used (the newest record's, when none
+  is ok): a later success replaces an earlier failure of another configuration. The others are left out and listed
+  below the table with what they were (:func:`conflicts`). The code version of each record is kept in the records,
+  not in the identity: seeds of one configuration run at different commits form one cell.
+* Within a cell, one record per seed counts: the latest one.
   Its value is the mean of the ok runs' test accuracy over seeds with a 95 % interval (:func:`interval`) that
   holds both sources of noise, the seeds and the test examples drawn, clipped to [0, 100] and never of zero width;
   with one seed, the Wilson interval of its test sample alone. A cell with no ok run but a failed / OOM / killed /
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -46,7 +54,7 @@ from lra_bench.stats.intervals import (
     wilson,
 )
 from lra_bench.store import predictions
-from lra_bench.store.records import RECORD_NAME, STATUSES
+from lra_bench.store.records import RECORD_NAME, STATUSES, semantic_hash
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +68,10 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
-               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions"]
+               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions",
+               "variant", "test_set", "code_version"]
+CELL = ["profile", "attention", "task"]
+IDENTITY = ["variant", "test_set"]
 REFERENCE = "softmax"  # what every variant is tested against unless told otherwise (--reference)
 
 
@@ -81,6 +92,28 @@ def _number(value) -> float:
     return out if math.isfinite(out) else math.nan
 
 
+def printable(text: str) -> str:
+    """``text`` with every control or format character (a newline, a tab, an escape sequence, a zero-width one)
+    escaped as Python would write it, and Markdown's column separator ``|`` escaped: one table cell, one line."""
+    out = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+    return out.replace("|", "\\|")
+
+
+def variant_of(rec: dict) -> str:
+    """The configuration a record ran, whatever its seed: the semantic hash of its config without the seed."""
+    config = rec.get("config")
+    if not isinstance(config, dict):
+        return "unknown"  # a record without its config (written by hand): one identity for all of them
+    return semantic_hash({k: v for k, v in config.items() if k != "seed"})
+
+
+def test_set_of(rec: dict) -> str:
+    """The test set a record was scored on: its ``test_fingerprint`` (older records: the one its predictions carry,
+    else the dataset's fingerprint)."""
+    kept = rec.get(predictions.FIELD) if isinstance(rec.get(predictions.FIELD), dict) else {}
+    return str(rec.get("test_fingerprint") or kept.get("test_fingerprint") or rec.get("dataset_fingerprint") or "")
+
+
 def _row(rec: dict) -> dict:
     """One flat row of a record; raises ValueError when the record cannot be placed in Table 1."""
     for key in ("task", "attention", "status"):
@@ -94,7 +127,8 @@ def _row(rec: dict) -> dict:
     if not math.isnan(acc) and not 0.0 <= acc <= 1.0:
         raise ValueError(f"test_acc {acc} outside [0, 1]")
     return {
-        "task": rec["task"], "attention": rec["attention"], "profile": str(rec.get("profile", "?")),
+        "task": printable(rec["task"]), "attention": printable(rec["attention"]),
+        "profile": printable(str(rec.get("profile", "?"))),
         "seed": rec.get("seed"), "status": rec["status"], "test_acc": acc, "synthetic": _is_synthetic(rec),
         "params": _number(rec.get("params")), "examples_per_s": _number(thr.get("examples_per_s")),
         "steps_per_s": _number(thr.get("steps_per_s")), "batch_size": _number(thr.get("batch_size")),
@@ -102,10 +136,11 @@ def _row(rec: dict) -> dict:
         "test_majority_rate": _number(rec.get("test_majority_rate")), "device": str(rec.get("device", "")),
         "config_hash": rec.get("config_hash") or rec.get("_path"),
         "finished_at": str(rec.get("finished_at") or rec.get("started_at") or ""),
-        "message": str(rec.get("message") or ""), "path": rec.get("_path", ""),
+        "message": printable(str(rec.get("message") or "")), "path": rec.get("_path", ""),
         "evals": rec["evals"] if isinstance(rec.get("evals"), list) else [],
         "test_examples": _number(rec.get("test_examples")),
         "predictions": rec[predictions.FIELD] if isinstance(rec.get(predictions.FIELD), dict) else None,
+        "variant": variant_of(rec), "test_set": test_set_of(rec), "code_version": str(rec.get("code_version") or ""),
     }
 
 
@@ -137,28 +172,77 @@ def load_runs(results_dir: Path | str) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
-    """The runs that count for scores: not synthetic, in ``profile`` if given, the latest record per seed."""
-    if df.empty:
-        return df
+def _candidates(df: pd.DataFrame, profile: str | None) -> pd.DataFrame:
+    """The non-synthetic runs of ``profile`` (every profile: None), oldest first, each with its identity's rank
+    in its cell (``_rank`` 0 = the one used: the identity of the newest ok record, else of the newest record)."""
     out = df[~df["synthetic"].astype(bool)]
     if profile is not None:
         out = out[out["profile"] == profile]
     out = out.sort_values(["finished_at", "path"], kind="stable")
-    seed_key = out["seed"].astype(str)
-    out = out.assign(_seed=seed_key)
-    cell = ["profile", "attention", "task", "_seed"]
-    kept = out.drop_duplicates(cell, keep="last")
-    dropped = out[~out.index.isin(kept.index)]
-    for key, group in dropped.groupby(cell, sort=True):
-        used = kept.set_index(cell).loc[key]
-        prof, att, task, seed = key
-        left_out = ", ".join(f"{r.path or '?'} (config {str(r.config_hash)[:10]}, {r.finished_at})"
-                             for r in group.itertuples())
-        warnings.warn(f"{len(group) + 1} configs of {att}/{task} (profile {prof}) at seed {seed}: the scores use the "
-                      f"newest, {used['path'] or '?'} (config {str(used['config_hash'])[:10]}); left out: {left_out}",
-                      stacklevel=2)
-    return kept.drop(columns="_seed").reset_index(drop=True)
+    if out.empty:
+        return out.assign(_rank=pd.Series(dtype=int))
+    ok = (out["status"] == "ok") & out["test_acc"].notna()
+    marks = out.assign(_ok_pos=np.where(ok, np.arange(len(out)), -1), _pos=np.arange(len(out)))
+    last = marks.groupby([*CELL, *IDENTITY], sort=False).agg(ok_pos=("_ok_pos", "max"), pos=("_pos", "max"))
+    last = last.reset_index().sort_values(["ok_pos", "pos"], ascending=False, kind="stable")  # newest ok first
+    last["_rank"] = last.groupby(CELL, sort=False).cumcount()
+    ranks = out.merge(last[[*CELL, *IDENTITY, "_rank"]], on=[*CELL, *IDENTITY], how="left")["_rank"]
+    return out.assign(_rank=ranks.to_numpy())
+
+
+def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """The runs that count for scores: not synthetic, in ``profile`` if given, one identity per cell (the newest ok
+    one; :func:`conflicts` lists the others), the latest record per seed. Pure: it warns about nothing (the report
+    lists the conflicts once)."""
+    if df.empty:
+        return df
+    out = _candidates(df, profile)
+    out = out[out["_rank"] == 0].assign(_seed=out["seed"].astype(str))
+    kept = out.drop_duplicates([*CELL, "_seed"], keep="last")
+    return kept.drop(columns=["_seed", "_rank"]).reset_index(drop=True)
+
+
+CONFLICT_COLUMNS = ["profile", "attention", "task", "used_variant", "used_test_set", "variant", "test_set", "records",
+                    "statuses", "newest", "paths", "runs"]
+
+
+def conflicts(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """Every identity left out of a cell because another one is used there (:func:`scored_runs`): what it was
+    (its configuration and test set, how many records with which statuses, the newest) and which was used."""
+    if df.empty:
+        return pd.DataFrame(columns=CONFLICT_COLUMNS)
+    out = _candidates(df, profile)
+    used = out[out["_rank"] == 0].drop_duplicates(CELL).set_index(CELL)[IDENTITY]
+    rows = []
+    for key, g in out[out["_rank"] > 0].groupby([*CELL, *IDENTITY], sort=True):
+        counts = g["status"].value_counts()
+        rows.append({**dict(zip([*CELL, *IDENTITY], key, strict=True)),
+                     "used_variant": used.loc[key[:3], "variant"], "used_test_set": used.loc[key[:3], "test_set"],
+                     "records": len(g), "statuses": ", ".join(f"{n} {s}" for s, n in counts.items()),
+                     "newest": str(g["finished_at"].max()), "paths": list(g["path"]),
+                     "runs": [Path(str(path)).parent.name for path in g["path"]]})
+    return pd.DataFrame(rows, columns=CONFLICT_COLUMNS)
+
+
+def conflicts_note(df: pd.DataFrame, profile: str | None = None) -> str:
+    """Markdown: the records left out of Table 1's cells because another configuration (or test set) is used there,
+    one line each; empty when there are none."""
+    left = conflicts(df, profile)
+    if left.empty:
+        return ""
+
+    def what(variant: str, test_set: str, other_test_set: str) -> str:
+        return f"config {variant[:10]}" + (f", test set {test_set[:10]}" if test_set != other_test_set else "")
+
+    lines = [f"**Left out**: records of another configuration or test set than the one a cell uses (a cell holds "
+             f"one; it uses the one with the newest ok record). {len(left)} left out:\n"]
+    for r in left.itertuples():
+        runs = ", ".join(f"`{printable(run)}`" for run in r.runs[:3]) + (f" and {len(r.runs) - 3} more"
+                                                                          if len(r.runs) > 3 else "")
+        lines.append(f"- {r.attention} / {TASK_LABELS.get(r.task, r.task)} (profile `{r.profile}`): left out "
+                     f"{what(r.variant, r.test_set, r.used_test_set)} ({r.records} record(s): {r.statuses}; newest "
+                     f"{r.newest}; {runs}); used {what(r.used_variant, r.used_test_set, r.test_set)}")
+    return "\n".join(lines) + "\n"
 
 
 def pick_profile(df: pd.DataFrame) -> str | None:
@@ -393,6 +477,8 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
         md.append(t[display].to_markdown(index=False))
         md.append("")
         md.append(notes[prof])
+        if left := conflicts_note(df, prof):
+            md.append(left)
     if paper_columns:
         ref = table[table.attention.isin(list(paper.TABLE1))].drop_duplicates("attention")
         if not ref.empty:

@@ -7,6 +7,8 @@ a reader sees either the previous complete record or the new complete one, never
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import subprocess
@@ -27,7 +29,7 @@ REQUIRED_FIELDS = (
 
 
 #: config sections that change where or how a run is reported, not what it computes (left out of the hash)
-NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun", "guard")
+NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun", "resume", "guard")
 
 
 def semantic_hash(config: dict[str, Any]) -> str:
@@ -129,6 +131,18 @@ def read_tree(root: Path, pattern: str = RECORD_NAME) -> tuple[list[tuple[Path, 
 def read_records(results_dir: Path) -> list[dict[str, Any]]:
     """Every valid run record under ``results_dir`` (``read_tree``); corrupt ones are skipped with a warning."""
     return [record for _, record in read_tree(results_dir)[0]]
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """The version of the code that computes a result: sha256 (16 hex digits) of every source file of this
+    ``lra_bench`` package (path and bytes). Unlike ``git_commit`` it changes with uncommitted edits and stays the
+    same across commits that touch only docs, tests or configs (configs are in the config hash)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def git_commit() -> str | None:

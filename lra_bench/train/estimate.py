@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from lra_bench.checks import positive
+from lra_bench.checks import PositiveFloat, check_fields
 from lra_bench.errors import LRABenchError
 from lra_bench.infra.progress import duration, smaller_profile
 from lra_bench.train.settings import TrainerSettings
@@ -32,11 +32,11 @@ class RunTooLong(LRABenchError):
 class GuardSettings:
     """``guard:`` of configs/run.yaml: the longest run that starts without ``--force`` (null: no limit)."""
 
-    max_hours: float | None = 24.0
+    max_hours: PositiveFloat | None = 24.0
     force: bool = False
 
     def __post_init__(self) -> None:
-        positive("guard", max_hours=self.max_hours)
+        check_fields(self, "guard")
 
 
 @dataclass

@@ -114,6 +114,7 @@ class Checkpointing:
     directory: Path | None = None
     every: int = 0  # steps; 0 = only when stopping
     stop_requested: Callable[[], bool] = lambda: False
+    identity: dict[str, object] | None = None  # saved with every checkpoint (checkpoint.stored_identity reads it)
 
 
 @dataclass
@@ -199,7 +200,7 @@ def train(
             "timer": timer.state_dict(), "seconds": {**seconds, "loop": seconds["loop"] + time.perf_counter() - t_loop},
             "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
             "restarts": restarts,
-        })
+        }, identity=ckpt.identity)
 
     train_x, train_y = data["train"]
     batches = train_batches(train_x, train_y, s.batch_size, seed, start_step=start)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from lra_bench.checks import Count, Seed
 from lra_bench.data import bytes as byte_tokens
 from lra_bench.data.cache import CachedSplits, load_or_build
 from lra_bench.data.hf_source import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
@@ -125,11 +126,11 @@ class TextTask(Task):
     name: str = "text"
     source: str = "auto"
     data_dir: str | None = None
-    max_len: int = 1000
-    synthetic_sizes: list[int] = field(default_factory=lambda: [512, 128, 128])
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    subset_seed: int = 0
+    max_len: Count = 1000
+    synthetic_sizes: list[Count] = field(default_factory=lambda: [512, 128, 128])
+    max_train_examples: Count | None = None
+    max_eval_examples: Count | None = None
+    subset_seed: Seed = 0
 
     vocab_size = byte_tokens.VOCAB_SIZE
     num_classes = 2
