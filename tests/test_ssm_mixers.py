@@ -211,7 +211,7 @@ def test_bad_knob_is_a_config_error_naming_it(name, knob, bad):
 
 
 @pytest.mark.parametrize(("name", "declared"), [
-    ("s4d", {"kernel.log_dt", "kernel.log_A_real", "kernel.A_imag"}), ("lru", {"nu_log", "theta_log"}),
+    ("s4d", {"kernel.log_dt", "kernel.log_A_real", "kernel.A_imag"}), ("lru", {"nu_log", "theta_log", "gamma_log"}),
 ])
 @pytest.mark.parametrize("lr", [0.01, 0.0005])
 def test_optimizer_groups_hold_the_declared_settings(name, declared, lr):
@@ -297,4 +297,5 @@ def test_the_benchmark_step_trains_with_the_same_groups(tmp_path, monkeypatch):
     step()
     (optimizer,) = built
     assert [(g["initial_lr"], g["weight_decay"]) for g in optimizer.param_groups][1] == (0.001, 0.0)
-    assert {n.rsplit(".", 1)[-1] for n in optimizer.param_groups[1]["param_names"]} == {"nu_log", "theta_log"}
+    assert {n.rsplit(".", 1)[-1] for n in optimizer.param_groups[1]["param_names"]} == {"nu_log", "theta_log",
+                                                                                        "gamma_log"}

@@ -17,8 +17,10 @@ class TrainerSettings:
     batch_size: training batch (global; LRA 32 for ListOps).
     eval_batch_size: batch for val/test evaluation (always the full split, remainder included).
     lr: the schedule's ``constant`` (LRA ListOps 0.05 with rsqrt => peak 0.05/sqrt(warmup)).
-    schedule: "rsqrt" | "cosine" | "constant" (see ``schedules.py``).
+    schedule: "rsqrt" | "cosine" | "constant" (LRA's) | "cosine_to_zero" (s4's; see ``schedules.py``).
     warmup_steps: linear warm-up steps.
+    schedule_steps: the schedule's horizon (LRA's and s4's ``num_training_steps``); None = ``max_steps``. s4 trains
+        some tasks for fewer steps than its schedule's horizon (whole epochs: Retrieval 45,960 of 50,000).
     weight_decay: AdamW decoupled weight decay (LRA 0.1 for ListOps).
     beta1, beta2, eps: Adam moments (LRA 0.9, 0.98, 1e-9).
     grad_clip: max global gradient norm, null = no clipping.
@@ -44,6 +46,7 @@ class TrainerSettings:
     schedule: Schedule
     warmup_steps: int
     weight_decay: float
+    schedule_steps: int | None = None
     beta1: float = 0.9
     beta2: float = 0.98
     eps: float = 1e-9
@@ -61,7 +64,8 @@ class TrainerSettings:
     def __post_init__(self) -> None:
         positive("trainer", max_steps=self.max_steps, batch_size=self.batch_size,
                  eval_batch_size=self.eval_batch_size, lr=self.lr, eval_every=self.eval_every,
-                 log_every=self.log_every, eps=self.eps, grad_clip=self.grad_clip)
+                 log_every=self.log_every, eps=self.eps, grad_clip=self.grad_clip,
+                 schedule_steps=self.schedule_steps)
         non_negative("trainer", warmup_steps=self.warmup_steps, timing_warmup_steps=self.timing_warmup_steps,
                      weight_decay=self.weight_decay, checkpoint_every=self.checkpoint_every)
         for key in ("beta1", "beta2"):
