@@ -11,6 +11,7 @@ from scipy import stats
 
 from lra_bench.reports.significance import combine, compare, sample
 from lra_bench.reports.table1 import load_runs, table1
+from lra_bench.stats.intervals import cell_interval
 from lra_bench.stats.paired import lower_bound
 from lra_bench.store.records import read_records
 from tests.conftest import ROOT
@@ -49,13 +50,33 @@ def test_a_casual_report_never_overwrites_curated_results(tmp_path, report_scrip
     assert "into results/report" in done.stdout
 
 
+def _cell(records, where):
+    """(the report's Sample of one cell's committed records, the records sorted by seed), seeds 0-2, with
+    per-example predictions."""
+    records = sorted(records, key=lambda r: r["seed"])
+    assert [r["seed"] for r in records] == [0, 1, 2], f"{where}: expected seeds 0, 1, 2"
+    cell = sample([100 * r["test_acc"] for r in records], [r.get("test_predictions") for r in records])
+    assert cell.correct is not None, f"{where}: {cell.why_unpaired}"
+    return cell, records
+
+
 def _held_out(folder, attention):
     """(the report's Sample of one mixer's committed held-out ListOps records, the records), seeds 0-2."""
-    records = sorted((r for r in read_records(folder) if r["attention"] == attention), key=lambda r: r["seed"])
-    assert [r["seed"] for r in records] == [0, 1, 2], f"{folder.name}/{attention}: expected seeds 0, 1, 2"
-    cell = sample([100 * r["test_acc"] for r in records], [r.get("test_predictions") for r in records])
-    assert cell.correct is not None, f"{folder.name}/{attention}: {cell.why_unpaired}"
-    return cell, records
+    return _cell([r for r in read_records(folder) if r["attention"] == attention], f"{folder.name}/{attention}")
+
+
+def _signed(x: float) -> str:
+    """The docs' style: +0.89, −1.27 (a true minus sign)."""
+    return f"{x:+.2f}".replace("-", "\u2212")
+
+
+def _gap(cell, ref) -> str:
+    """The paired gap (points) with its 95 % interval, as the docs print it."""
+    result = compare(cell, ref)  # (gap, se, df, method); None when on different test sets
+    assert result is not None and result[3] == "paired", "not paired"
+    d, se, df, _ = result
+    half = stats.t.ppf(0.975, df) * se
+    return f"{_signed(d)} [{_signed(d - half)}, {_signed(d + half)}]"
 
 
 def test_the_held_out_listops_verdict_the_docs_quote_regenerates_from_its_records():
@@ -175,3 +196,31 @@ def test_the_cpu_sweep_figures_the_readme_and_docs_quote_are_the_tables():
     taus, tops = [rows[k][0] for k in ("ListOps", "Text", "Image")], [rows[k][1] for k in ("ListOps", "Text", "Image")]
     assert f"{taus[0]} on ListOps, {taus[1]} on text, {taus[2]} on image" in readme
     assert f"probability {tops[0]}, {tops[1]} and {tops[2]}" in readme
+
+
+def test_the_s4d_legs_figures_the_docs_quote_regenerate_from_their_records():
+    """docs/benchmark.md's S4D-LegS table (issue 39): LegS's mean and 95 % interval (seeds and test examples, as Table
+    1's cells), and its paired gaps
+    to the curated softmax and S4D-Lin cells on the same test sets, recomputed from the committed records."""
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
+    cpu_ssm = ROOT / "results" / "cpu_ssm"
+    quoted = {
+        "image": ("33.53 % [31.84, 35.23]", "+3.28 [+1.17, +5.40]", "+1.08 [\u22120.16, +2.33]"),
+        "listops": ("33.87 % [30.58, 37.15]", "\u22123.00 [\u22126.66, +0.66]", "+1.37 [\u22122.43, +5.16]"),
+    }
+    for task, (mean, vs_softmax, vs_lin) in quoted.items():
+        legs, records = _cell([r for r in read_records(cpu_ssm / "tuning" / task / "s4d")
+                               if r["config"]["attention"]["init"] == "legs"], f"tuning/{task}/s4d legs")
+        for r in records:
+            assert r["status"] == "ok" and r["git_commit"] == "416c862edf127ffbb8627aa9c62c46c911989154", r["run_id"]
+            assert {k: r["config"]["attention"][k] for k in ("dt_min", "dt_max", "d_state")} == {
+                "dt_min": 0.001, "dt_max": 0.1, "d_state": 64}, "LegS with every other knob the default"
+        softmax, _ = _cell(read_records(cpu_ssm / "runs" / task / "softmax"), f"runs/{task}/softmax")
+        lin, lin_records = _cell(read_records(cpu_ssm / "runs" / task / "s4d"), f"runs/{task}/s4d")
+        assert {r["config"]["attention"]["init"] for r in lin_records} == {"lin"}
+        m, lo, hi, _, _ = (100 * v for v in cell_interval(legs.correct))  # both sources of noise, as Table 1
+        got = (f"{m:.2f} % [{lo:.2f}, {hi:.2f}]", _gap(legs, softmax), _gap(legs, lin))
+        assert got == (mean, vs_softmax, vs_lin), f"{task}: the records give {got}"
+        for figure in got:
+            assert figure in docs, f"docs/benchmark.md no longer quotes {figure!r} ({task})"
+

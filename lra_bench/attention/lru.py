@@ -41,7 +41,8 @@ class LRU(SSMMixer):
         r_min, r_max: |λ| initialised uniformly on the ring between them (area-uniform, as the paper).
         max_phase: arg λ initialised uniformly in [0, max_phase].
         bidirectional: a second recurrence over the reversed sequence (LRA is not causal); false = causal.
-        ssm_lr: ``nu_log`` and ``theta_log`` train with learning rate min(ssm_lr, trainer.lr) and no weight decay.
+        ssm_lr: ``nu_log``, ``theta_log`` and ``gamma_log`` (the recurrence's parameters) train with learning rate
+            min(ssm_lr, trainer.lr) and no weight decay.
     """
 
     name = "lru"
@@ -84,7 +85,7 @@ class LRU(SSMMixer):
 
     def param_settings(self) -> dict[str, ParamSettings]:
         ssm = ParamSettings(lr_max=self.ssm_lr, weight_decay=0.0)
-        return {"nu_log": ssm, "theta_log": ssm}
+        return {"nu_log": ssm, "theta_log": ssm, "gamma_log": ssm}
 
     def system(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
         """(log λ (d, S), γ·B (d, S, C), C (d, C, S)), complex in ``dtype``'s precision."""

@@ -32,9 +32,24 @@ REQUIRED_FIELDS = (
 NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun", "resume", "guard")
 
 
+#: settings added after runs were recorded, each with the value that means "as before": a config holding exactly
+#: that value hashes as if the key were absent, so adding a knob leaves every earlier run's identity (its folder, its
+#: place in a report, a resumed sweep's skip) as it was. A new knob whose default changes nothing belongs here.
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("trainer", "schedule_steps"): None,  # issue 39: the schedule's own length (None: max_steps)
+    ("attention", "n_ssm"): None,  # issue 39: s4d's shared (A, B) sets (None: one per channel)
+}
+
+
 def semantic_hash(config: dict[str, Any]) -> str:
-    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS``: same hash = same experiment."""
-    return stable_hash({k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS})
+    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS`` and without the keys of
+    ``NEUTRAL_DEFAULTS`` holding their neutral value: same hash = same experiment."""
+    kept = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS}
+    for (section, key), neutral in NEUTRAL_DEFAULTS.items():
+        values = kept.get(section)
+        if isinstance(values, dict) and key in values and values[key] == neutral:
+            kept[section] = {k: v for k, v in values.items() if k != key}
+    return stable_hash(kept)
 
 
 def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:

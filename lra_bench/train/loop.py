@@ -80,7 +80,7 @@ def make_optimizer(
     groups = param_groups(model, s.lr, s.weight_decay, peak_factor(s.schedule, s.warmup_steps))
     optimizer = torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps, weight_decay=s.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.max_steps)
+        optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.schedule_steps or s.max_steps)
     )
     return optimizer, scheduler
 

@@ -20,8 +20,10 @@ class TrainerSettings:
     batch_size: training batch (global; LRA 32 for ListOps).
     eval_batch_size: batch for val/test evaluation (always the full split, remainder included).
     lr: the schedule's ``constant`` (LRA ListOps 0.05 with rsqrt => peak 0.05/sqrt(warmup)).
-    schedule: "rsqrt" | "cosine" | "constant" (see ``schedules.py``).
+    schedule: "rsqrt" | "cosine" | "constant" (LRA's) | "cosine_to_zero" (s4's; see ``schedules.py``).
     warmup_steps: linear warm-up steps.
+    schedule_steps: the schedule's horizon (LRA's and s4's ``num_training_steps``); None = ``max_steps``. s4 trains
+        some tasks for fewer steps than its schedule's horizon (whole epochs: Retrieval 45,960 of 50,000).
     weight_decay: AdamW decoupled weight decay (LRA 0.1 for ListOps).
     beta1, beta2, eps: Adam moments (LRA 0.9, 0.98, 1e-9).
     grad_clip: max global gradient norm, null = no clipping.
@@ -47,6 +49,7 @@ class TrainerSettings:
     schedule: Schedule
     warmup_steps: NonNegativeInt
     weight_decay: Annotated[float, Range(0.0, 10.0)]
+    schedule_steps: Count | None = None
     beta1: Beta = 0.9
     beta2: Beta = 0.98
     eps: Epsilon = 1e-9
