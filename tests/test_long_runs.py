@@ -60,7 +60,7 @@ def test_the_probe_leaves_the_run_bit_identical(smoke_cfg, monkeypatch):
     with_probe = runner.run(smoke_cfg("trainer.max_steps=6", "trainer.eval_every=3"))
     assert with_probe["status"] == "ok"
     calls = []
-    monkeypatch.setattr(runner, "estimate_training", lambda *a: calls.append(a) or estimate.Estimate(0.0, 0.0,
+    monkeypatch.setattr(estimate, "estimate_training", lambda *a: calls.append(a) or estimate.Estimate(0.0, 0.0,
                                                                                                    (0.0, 0.0), 6))
     without = runner.run(smoke_cfg("trainer.max_steps=6", "trainer.eval_every=3", "rerun=true"))
     assert calls  # the second run skipped the probe

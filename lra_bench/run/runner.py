@@ -47,7 +47,7 @@ from lra_bench.store.records import (
 )
 from lra_bench.train import checkpoint
 from lra_bench.train.contract import watch_mixers
-from lra_bench.train.estimate import RunTooLong, check_guard, estimate_training
+from lra_bench.train.estimate import RunTooLong, guard_run
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, predict, train
 from lra_bench.train.step import compile_enabled
 
@@ -318,9 +318,7 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     use_deterministic_algorithms(p.trainer.deterministic)
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
     if not dinfo.enabled and not checkpoint.exists(p.checkpoint_dir):  # before any data: too long, say so now
-        estimate = estimate_training(p.model, p.task, p.trainer, device, p.trainer.max_steps)
-        log.info("estimated: %s", estimate.describe())
-        check_guard(estimate, p.guard, p.profile, device)
+        guard_run(p.model, p.task, p.trainer, device, p.trainer.max_steps, p.guard, p.profile)
     t0 = time.perf_counter()
     with stop_checked(stop.raise_if_received):  # generation and decoding loops stop at their next chunk
         data = p.task.load(p.cache_dir)

@@ -10,6 +10,7 @@ time is taken as ``t1 + (t2 - t1) * (B - 1)`` (fixed cost plus a per-example cos
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from lra_bench.errors import LRABenchError
 from lra_bench.infra.progress import duration, smaller_profile
 from lra_bench.train.settings import TrainerSettings
 from lra_bench.train.step import train_step
+
+log = logging.getLogger(__name__)
 
 
 class RunTooLong(LRABenchError):
@@ -103,3 +106,19 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"this CPU ({torch.get_num_threads()} threads)"
+
+
+def guard_run(model: nn.Module, task: Any, settings: TrainerSettings, device: torch.device, steps: int,
+              guard: GuardSettings, profile: str) -> Estimate | None:
+    """Estimate the run's training time and apply the guard. A probe step that fails (out of memory, a mixer that
+    raises) gives no estimate and no guard: the run goes on and its own first step meets the same failure, which
+    then becomes the run's record (``oom``, ``failed``) instead of an error before any record."""
+    try:
+        estimate = estimate_training(model, task, settings, device, steps)
+    except Exception as e:  # noqa: BLE001 - any probe failure is the run's to record, not the probe's
+        log.warning("no time estimate: the probe step failed (%s: %s); the run's own steps will meet it",
+                    type(e).__name__, str(e)[:200])
+        return None
+    log.info("estimated: %s", estimate.describe())
+    check_guard(estimate, guard, profile, device)
+    return estimate
