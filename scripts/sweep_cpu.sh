@@ -1,35 +1,51 @@
 #!/usr/bin/env bash
-# The CPU-scale sweep behind the curated results/cpu/ (Table 1, accuracy bars, bubble chart): every attention variant
-# x every LRA task with data on this machine at profile=quick (median per run on one core, from the committed
-# records' phases: ListOps 30 s, text 71 s, Pathfinder 80 s, image 109 s on its full 10k test split; the slowest
-# mixers take 3-4x that), seeds 0, 1 and 2 (Table 1's intervals and paired tests need them), two single-threaded
-# jobs at a time through the joblib launcher. Run from the repository root:
+# The overnight CPU sweep, the one behind the curated results/cpu/ (Table 1, accuracy bars, bubble chart): every
+# registered mixer x every LRA task with data on this machine at profile=quick, seeds 0, 1 and 2 (Table 1's
+# intervals and paired tests need them), two single-threaded jobs at a time through the joblib launcher. How long
+# it takes, from the committed records: `python tools/durations.py --match sweep_cpu` (README: "The overnight CPU
+# sweep"). Run from the repository root:
 #
-#   bash scripts/sweep_cpu.sh [DATA]
+#   bash scripts/sweep_cpu.sh [--dry-run] [DATA]
 #
-# DATA is a folder holding imdb/ and cifar10/ in the Hugging Face parquet layout (default ../shared/data); ListOps
-# and Pathfinder are generated. Retrieval is left out: AAN is not on this machine (with the LRA release, add
-# `python run.py "${sweep[@]}" task=retrieval task.data_dir=/path/to/lra_release/tsv_data`), so Table 1's
-# average covers 4 of the 5 tasks and says so. Records go to results/runs and the report to results/report/;
-# LRA_RESULTS_DIR=results/cpu/runs redoes the committed curated set itself (then its report too); finished runs are skipped, so re-running the script after an
+# ListOps and Pathfinder are generated here: on a fresh clone, offline, they are the whole sweep. DATA is a folder
+# holding imdb/ and/or cifar10/ in the Hugging Face parquet layout; text runs when DATA/imdb exists and image when
+# DATA/cifar10 exists (`python scripts/prepare_data.py task=text` / `task=image` on a machine with internet fills the
+# Hugging Face cache instead: then run `python run.py "${sweep[@]}" task=text` yourself, same flags). Retrieval is
+# left out: AAN is not downloadable from the hub (with the LRA release, add
+# `python run.py "${sweep[@]}" task=retrieval task.data_dir=/path/to/lra_release/tsv_data`), so Table 1's average
+# covers the tasks that ran and says so. --dry-run prints the commands and runs nothing.
+# Records go to results/runs and the report to results/report/; LRA_RESULTS_DIR=results/cpu/runs redoes the
+# committed curated set itself (then its report too). Finished runs are skipped, so re-running the script after an
 # interruption only runs what is missing, and `rerun=true` appended to the sweep line re-measures everything.
 # The efficiency benchmark that gives the chart its x axis and circle sizes: see results/cpu/CURATED.
 set -euo pipefail
-DATA=${1:-../shared/data}
-for dir in "$DATA/imdb" "$DATA/cifar10"; do
-  [[ -d $dir ]] || { echo "missing $dir: pass the folder holding imdb/ and cifar10/ (HF parquet layout)" >&2; exit 2; }
-done
+dry=
+if [[ ${1:-} == --dry-run ]]; then dry=echo; shift; fi
+DATA=${1:-}
+if [[ -n $DATA && ! -d $DATA/imdb && ! -d $DATA/cifar10 ]]; then
+  echo "error: $DATA holds neither imdb/ nor cifar10/: pass the folder that holds them (Hugging Face parquet layout)," \
+       "or no folder for the generated tasks alone" >&2
+  exit 2
+fi
 export OMP_NUM_THREADS=1  # two jobs x one thread = the 2 cores, no oversubscription
 # your own records go to results/runs (the default) unless you say otherwise; the committed curated records are
-# only regenerated on purpose: LRA_RESULTS_DIR=results/cpu/runs bash scripts/sweep_cpu.sh
+# only regenerated on purpose: LRA_RESULTS_DIR=results/cpu/runs bash scripts/sweep_cpu.sh DATA
 export LRA_RESULTS_DIR=${LRA_RESULTS_DIR:-results/runs}
 sweep=(-m 'attention=glob(*)' profile=quick seed=0,1,2 hydra/launcher=joblib hydra.launcher.n_jobs=2)
-python run.py "${sweep[@]}" task=listops
-python run.py "${sweep[@]}" task=pathfinder
-python run.py "${sweep[@]}" task=text task.data_dir="$DATA/imdb"
-python run.py "${sweep[@]}" task=image task.data_dir="$DATA/cifar10"
-if [[ $LRA_RESULTS_DIR == results/cpu/runs ]]; then
-  python scripts/report.py --curated cpu
+$dry python run.py "${sweep[@]}" task=listops
+$dry python run.py "${sweep[@]}" task=pathfinder
+if [[ -n $DATA && -d $DATA/imdb ]]; then
+  $dry python run.py "${sweep[@]}" task=text task.data_dir="$DATA/imdb"
 else
-  python scripts/report.py --profile quick
+  echo "text left out: no ${DATA:-DATA}/imdb (bash scripts/sweep_cpu.sh DATA, DATA holding imdb/ in the HF parquet layout)"
+fi
+if [[ -n $DATA && -d $DATA/cifar10 ]]; then
+  $dry python run.py "${sweep[@]}" task=image task.data_dir="$DATA/cifar10"
+else
+  echo "image left out: no ${DATA:-DATA}/cifar10 (bash scripts/sweep_cpu.sh DATA, DATA holding cifar10/ in the HF parquet layout)"
+fi
+if [[ $LRA_RESULTS_DIR == results/cpu/runs ]]; then
+  $dry python scripts/report.py --curated cpu
+else
+  $dry python scripts/report.py --profile quick
 fi

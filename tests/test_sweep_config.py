@@ -65,7 +65,8 @@ def cpu_sweep_jobs() -> list[list[str]]:
     script = (ROOT / "scripts" / "sweep_cpu.sh").read_text().splitlines()
     sweep_line = next(line for line in script if line.startswith("sweep=("))
     sweep = [a for a in shlex.split(sweep_line[len("sweep=("):-1]) if a != "-m" and not a.startswith("hydra")]
-    commands = [shlex.split(line) for line in script if line.startswith('python run.py "${sweep[@]}"')]
+    commands = [shlex.split(line.strip().removeprefix("$dry ")) for line in script
+                if line.strip().removeprefix("$dry ").startswith('python run.py "${sweep[@]}"')]
     assert commands, "no sweep command found in scripts/sweep_cpu.sh"
     own = [[a for a in command[3:] if not a.startswith("task.data_dir=")] for command in commands]
     return [job for args in own for job in expand([*sweep, *args])]
@@ -129,3 +130,23 @@ def test_sigterm_to_a_joblib_sweep_parent_checkpoints_every_running_job_then_res
     recs = read_records(tmp_path / "runs")
     assert sorted(r["attention"] for r in recs) == ["linear", "softmax"]
     assert all(r["status"] == "ok" and r["restarts"] == 1 for r in recs), [(r["status"], r["restarts"]) for r in recs]
+
+
+def test_cpu_sweep_runs_offline_on_the_generated_tasks_and_adds_those_with_data(tmp_path):
+    """scripts/sweep_cpu.sh on a fresh clone (no data folder) sweeps ListOps and Pathfinder only and says how to add
+    text and image; a folder with imdb/ adds text alone; a folder with neither is an error (exit 2)."""
+    def dry(*args):
+        return subprocess.run(["bash", "scripts/sweep_cpu.sh", "--dry-run", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+
+    bare = dry()
+    assert bare.returncode == 0, bare.stderr
+    tasks = [line.split("task=")[1].split()[0] for line in bare.stdout.splitlines() if line.startswith("python run.py")]
+    assert tasks == ["listops", "pathfinder"]
+    assert "text left out: no DATA/imdb" in bare.stdout and "image left out: no DATA/cifar10" in bare.stdout
+    assert bare.stdout.splitlines()[-1] == "python scripts/report.py --profile quick"
+    (tmp_path / "imdb").mkdir()
+    text = dry(str(tmp_path))
+    assert f"task=text task.data_dir={tmp_path}/imdb" in text.stdout and "image left out" in text.stdout
+    empty = dry(str(tmp_path / "imdb"))
+    assert empty.returncode == 2 and "holds neither imdb/ nor cifar10/" in empty.stderr

@@ -1,0 +1,121 @@
+"""Every duration in README.md and docs/ is either measured (followed by ``<!-- measured: NAME -->``, and equal to
+what ``tools/durations.py`` computes for NAME from the committed records and benchmark cells) or listed below as
+something that is not a measurement of this harness: a setting, a limit, a plan for the GPU machine, a tool's own
+one-off measurement with its source, or a fault as it was observed. A new duration in the docs fails here until it
+is one or the other."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lra_bench.reports.durations import Figure, figures_of, human, measured_figures
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+DURATION = re.compile(rf"(?<![\w.^])(?:{NUMBER}\s?[–-]\s?)?{NUMBER}\s?(?:s|sec|seconds|min|minutes|h|hours|days)\b")
+MARK = re.compile(r"<!-- measured: ([\w.]+) -->")
+
+# (file, a snippet of the line that holds the duration, why it is not a measured figure)
+NOT_MEASURED = [
+    ("README.md", "a run over about 15 minutes says", "setting: the progress bar's advice threshold"),
+    ("docs/gpu_playbook.md", "about 15 minutes of device time", "limit: the GPU machine's lending rules"),
+    ("docs/gpu_playbook.md", "at most 10 minutes per command", "limit: the GPU machine's lending rules"),
+    ("docs/gpu_playbook.md", "(540 s of limits)", "limit: the visit script's per-stage timeouts"),
+    ("docs/gpu_playbook.md", "Table 2 cells (540 s)", "limit: the visit script's per-stage timeouts"),
+    ("docs/gpu_playbook.md", "a paper ListOps run (540 s)", "limit: the visit script's per-stage timeouts"),
+    ("docs/gpu_playbook.md", "(est. 1-3 min", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "(est. 2 min each)", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "(est. 15-45 s per cell", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "runs that finish inside 10 minutes", "limit: the GPU machine's per-command limit"),
+    ("docs/gpu_playbook.md", "est. 6-8 min", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/benchmark.md", "(1.9 h for all 23 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
+    ("docs/pathfinder_fidelity.md", "13.0 → 14.6 s CPU; curv_baseline 3.9 → 3.5 s",
+     "tool: a one-off generator timing, the before/after of a change, named as such"),
+    ("docs/pathfinder_fidelity.md", "2.2 → 2.4 s, so the profile's 20,000 images take about 24 s",
+     "tool: a one-off generator timing, the before/after of a change, named as such"),
+    ("docs/tasks.md", "took 49.7 s with the former serial generator and 21.7 s / 14.1 s",
+     "tool: a one-off generator timing ('one measurement'), named as such"),
+    ("docs/reliability.md", "still running 32 minutes later", "fault: what was observed before the fix"),
+    ("docs/reliability.md", "waited 30 s on a zombie", "fault: what was observed before the fix"),
+    ("docs/sweeps.md", "(720 = 12 h", "setting: the launcher's timeout_min"),
+    ("docs/sweeps.md", "(120 s before the limit", "setting: the launcher's signal_delay_s"),
+    ("docs/sweeps.md", "(or within 10 minutes of it)", "limit: submitit's rule, quoted"),
+    ("docs/sweeps.md", "runs again within ~15 s", "setting: the local cluster's credential lifetime"),
+]
+
+
+def durations_in(line: str) -> list[re.Match]:
+    return [m for m in DURATION.finditer(MARK.sub(lambda m: " " * len(m.group(0)), line))]
+
+
+def test_every_marked_duration_is_what_the_records_give():
+    figures = measured_figures(ROOT)
+    checked = 0
+    for path in DOCS:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for mark in MARK.finditer(line):
+                name = mark.group(1)
+                where = f"{path.relative_to(ROOT)}:{n}"
+                assert name in figures, f"{where}: no figure {name!r} (python tools/durations.py lists them)"
+                before = line[: mark.start()]
+                assert before.endswith(figures[name].text), (
+                    f"{where}: {name} is {figures[name].text!r} from the records, the text says "
+                    f"{before[-20:]!r}")
+                checked += 1
+    assert checked >= 15  # README, configuration, benchmark: the profiles' run times, the sweep, Table 2's steps
+
+
+def test_every_duration_in_the_docs_is_measured_or_listed_as_not_a_measurement():
+    unlisted = []
+    used = set()
+    for path in DOCS:
+        rel = str(path.relative_to(ROOT))
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for m in durations_in(line):
+                if line[m.end():].startswith("<!-- measured:"):
+                    continue
+                hits = [entry for entry in NOT_MEASURED if entry[0] == rel and entry[1] in line
+                        and m.group(0) in entry[1]]
+                if hits:
+                    used.update(hits)
+                    continue
+                unlisted.append(f"{rel}:{n}: {m.group(0)!r} in {line.strip()[:100]!r}")
+    assert not unlisted, ("durations that are neither measured (add <!-- measured: NAME --> with a figure of "
+                          "python tools/durations.py) nor listed in NOT_MEASURED with why:\n" + "\n".join(unlisted))
+    stale = [entry for entry in NOT_MEASURED if entry not in used]
+    assert not stale, f"NOT_MEASURED entries whose line is gone: {stale}"
+
+
+def test_a_changed_record_changes_the_figure_and_fails_the_docs():
+    def record(task, attention, wall, host="vm"):
+        return {"status": "ok", "task": task, "attention": attention, "wall_time_s": wall, "host": host}
+
+    rows = [record("listops", "softmax", 30.0), record("listops", "softmax", 50.0), record("pathfinder", "lru", 200.0),
+            record("image", "lru", 400.0), {"status": "failed", "task": "image", "attention": "lru",
+                                             "wall_time_s": 9999.0}]
+    figs = figures_of("quick", rows)
+    assert figs["quick.listops.softmax.median"] == Figure(40.0, "40 s", "median wall time of one run", 2, ("vm",))
+    assert figs["quick.run.max"].text == "7 min"  # the failed run is not a duration of a run
+    assert figs["sweep_cpu.offline"].seconds == pytest.approx((30 + 50 + 200) / 2)
+    assert figs["sweep_cpu.all"].seconds == pytest.approx((30 + 50 + 200 + 400) / 2)
+    line = "took 40 s<!-- measured: quick.listops.softmax.median -->"
+    rows[0]["wall_time_s"] = 130.0  # one run slower: the median moves and the docs' text no longer matches
+    moved = figures_of("quick", rows)["quick.listops.softmax.median"].text
+    assert moved == "2 min" and not line[: line.index("<!--")].endswith(moved)
+
+
+@pytest.mark.parametrize("seconds, text", [(14.1, "14 s"), (89.4, "89 s"), (90, "2 min"), (4002, "67 min"),
+                                           (5399, "90 min"), (5400, "1.5 h"), (10874, "3.0 h")])
+def test_human_rounding(seconds, text):
+    assert human(seconds) == text
+
+
+def test_unmarked_durations_are_found():
+    found = [m.group(0) for m in durations_in("took 14–332 s, 6.0 h in all, 9 min 35 s, N^2.03 and 10 minutes")]
+    assert found == ["14–332 s", "6.0 h", "9 min", "35 s", "10 minutes"]
+    assert durations_in("3.83 s<!-- measured: bench.cpu.softmax.model.N4096 -->")[0].group(0) == "3.83 s"
