@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 
 from lra_bench.reports.paper import TASKS
 from lra_bench.reports.planning import Protocol, planning_markdown, planning_table
-from lra_bench.reports.power_plan import MAX_SEEDS, plan_markdown, plan_task
+from lra_bench.reports.power_plan import MAX_SEEDS, budget_markdown, plan_markdown, plan_task
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, task_cells
 from lra_bench.store.files import atomic_open
 from lra_bench.store.records import read_tree
@@ -66,7 +66,8 @@ def power_plan(args, records: list[dict]) -> int:
     out = args.out or Path("results/report/power_plan.md")
     text = (f"# Seeds and test examples for a {args.power:g}-point gap (profile `{profile}`)\n\n"
             f"Regenerate: `python scripts/plan.py --power {args.power:g} --runs-dir {args.runs_dir} --profile "
-            f"{profile}`\n\n" + plan_markdown(plans, args.power, args.reference, failures))
+            f"{profile}`\n\n" + (budget_markdown(plans, args.power) + "\n" if plans else "")
+            + plan_markdown(plans, args.power, args.reference, failures))
     with atomic_open(out) as f:
         f.write(text)
     if plans:

@@ -12,7 +12,7 @@ import pytest
 
 from lra_bench.reports.detectable import detectable, task_noise
 from lra_bench.reports.planning import Protocol, planning_markdown, planning_table, whole_run_seconds
-from lra_bench.reports.power_plan import plan_task, run_time
+from lra_bench.reports.power_plan import BUDGET_DESIGNS, plan_task, run_time
 from lra_bench.reports.table1 import load_runs, task_cells
 from lra_bench.run.runner import run
 from lra_bench.stats.power import power
@@ -116,7 +116,12 @@ def test_power_plan_from_the_committed_state_space_records():
     assert current.detectable_gap == pytest.approx(detectable(samples, "listops", "softmax").gap)
     noise, _, _, comparisons = task_noise(samples, "softmax")
     timing = run_time(records)
-    options = plan.iloc[1:]
+    options = plan[~plan.design.isin(BUDGET_DESIGNS)]
+    assert list(plan.design[: len(BUDGET_DESIGNS)]) == list(BUDGET_DESIGNS)
+    more, twice = plan.iloc[1], plan.iloc[2]  # the variance budget's two options: one more seed, twice the examples
+    assert (more.seeds, more.test_examples) == (4, 1000) and (twice.seeds, twice.test_examples) == (3, 2000)
+    assert more.detectable_gap < current.detectable_gap and twice.detectable_gap < current.detectable_gap
+    assert current.seed_sd == pytest.approx(100 * noise.components.seed ** 0.5)
     assert len(options) and options.design.str.endswith("(cheapest)").sum() == 1
     for r in options.itertuples():
         assert r.detectable_gap <= 4.0 + 0.01
@@ -138,3 +143,18 @@ def test_plan_script_power_mode(tmp_path, capsys):
     with pytest.raises(SystemExit):
         module.main(["--power", "0", "--runs-dir", str(tmp_path)])
     assert "must be a positive number" in capsys.readouterr().err
+
+
+def test_the_variance_budget_in_the_docs_is_the_plan_scripts(tmp_path):
+    """docs/benchmark.md's variance-budget table is what `python scripts/plan.py --power 3 --runs-dir
+    results/cpu/runs` prints for the committed curated records (regenerate it from there when they change)."""
+    out = tmp_path / "power_plan.md"
+    assert _plan_module().main(["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs"),
+                                "--out", str(out)]) == 0
+    text = out.read_text()
+    printed = text[text.index("Variance budget"):text.index("Seeds per variant and test examples")].strip()
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    quoted = docs[docs.index("<!-- variance-budget:begin -->") + 30:docs.index("<!-- variance-budget:end -->")]
+    assert quoted.strip() == printed
+    rows = [line for line in printed.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r.split("|")[1].strip() for r in rows] == ["ListOps", "Text", "Image", "Pathfinder"]

@@ -97,14 +97,17 @@ def plan_task(task: str, samples: dict, records: list[dict], reference: str, gap
     def row(design: str, s: int, n: int) -> dict:
         return {"task": task, "design": design, "seeds": s, "test_examples": n,
                 "detectable_gap": 100 * detectable_gap(noise, s, n, comparisons, alpha), "runs": variants * s,
-                "hours": hours(s, n)}
+                "hours": hours(s, n), "minutes_per_run": timing.seconds(n) / 60 if timing else math.nan,
+                "seed_sd": 100 * math.sqrt(noise.components.seed),
+                "example_sd": 100 * math.sqrt(noise.components.paired)}
 
     feasible = {}
     for s in range(2, max_seeds + 1):
         n = _smallest_examples(noise, s, comparisons, gap_points / 100, ceiling, alpha)
         if n is not None:
             feasible[s] = n
-    rows = [row("current", seeds, examples)]
+    rows = [row("current", seeds, examples), row("+1 seed", seeds + 1, examples),
+            row("2x test examples", seeds, min(2 * examples, ceiling))]
     if feasible:
         cheapest = min(feasible, key=lambda s: (hours(s, feasible[s]), s))
         for s in range(min(feasible), min(max(feasible), cheapest + 3) + 1):
@@ -134,3 +137,39 @@ def plan_markdown(plans: list[pd.DataFrame], gap_points: float, reference: str, 
         if task in failures:
             lines += [f"**{TASK_LABELS.get(task, task)}**: {failures[task]}", ""]
     return "\n".join(lines)
+
+
+BUDGET_DESIGNS = ("current", "+1 seed", "2x test examples")
+
+
+def _gain(r: pd.Series, cur: pd.Series) -> str:
+    """A design's detectable gap and the hours it adds to the current one."""
+    if r.seeds == cur.seeds and r.test_examples == cur.test_examples:
+        return "- (the full split already)"
+    return f"{r.detectable_gap:.1f} (+{r.hours - cur.hours:.1f} h)"
+
+
+def budget_markdown(plans: list[pd.DataFrame], gap_points: float) -> str:
+    """The variance budget: per task, the seed and per-example standard deviations (of a paired difference, in
+    points), the current design's detectable gap and minutes per run, what one more seed and what twice the test
+    examples each buy (gap, and the hours they add over every variant), and the cheapest design for ``gap_points``."""
+    rows = []
+    for plan in plans:
+        by = {d: plan[plan.design == d].iloc[0] for d in BUDGET_DESIGNS}
+        cheapest = plan[plan.design.str.endswith("(cheapest)")]
+        cur = by["current"]
+
+        best = (f"{int(cheapest.iloc[0].seeds)} x {int(cheapest.iloc[0].test_examples):,}: "
+                f"{cheapest.iloc[0].detectable_gap:.1f}, {cheapest.iloc[0].minutes_per_run:.1f} min/run"
+                if len(cheapest) else "none reaches it")
+        rows.append({"task": TASK_LABELS.get(cur.task, cur.task), "seed sd": f"{cur.seed_sd:.2f}",
+                     "example sd": f"{cur.example_sd:.1f}",
+                     "now: seeds x examples": f"{int(cur.seeds)} x {int(cur.test_examples):,}",
+                     "gap now": f"{cur.detectable_gap:.1f}", "min/run now": f"{cur.minutes_per_run:.1f}",
+                     "+1 seed": _gain(by["+1 seed"], cur), "2x examples": _gain(by["2x test examples"], cur),
+                     f"cheapest for {gap_points:g}": best})
+    head = ("Variance budget (points of accuracy): seed sd = the standard deviation of a variant's accuracy from seed "
+            "to seed; example sd = that of one test example's paired difference against the reference (the test "
+            "sample's share is example sd / sqrt(examples)); gap = the detectable gap (80 % power, Holm's first step); "
+            "+1 seed and 2x examples: the gap each gives and the hours it adds over every variant.")
+    return "\n".join([head, "", pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True), ""])
