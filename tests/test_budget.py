@@ -1,0 +1,86 @@
+"""The budget study's evidence (lra_bench/reports/budget.py, tools/budget_curves.py): the last quarter's gain of a
+run, its interval over seeds, and the committed results/budget/ regenerating exactly from its records."""
+
+from __future__ import annotations
+
+import math
+import runpy
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lra_bench.reports.budget import last_quarter_gain, last_quarter_markdown, last_quarter_table
+from lra_bench.stats.intervals import t_interval
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def evals(accs: dict[int, float]) -> list[dict]:
+    return [{"step": s, "val_acc": a} for s, a in accs.items()]
+
+
+def test_the_gain_is_taken_over_each_runs_own_last_quarter():
+    run = evals({150 * k: 0.30 + 0.01 * k for k in range(1, 17)})  # 150 ... 2,400
+    steps, at_end, gain = last_quarter_gain(run)
+    assert steps == 2400 and at_end == pytest.approx(46.0) and gain == pytest.approx(4.0)  # 2,400 vs 1,800
+    assert math.isnan(last_quarter_gain(evals({200: 0.3, 400: 0.35, 600: 0.4}))[2])  # no evaluation at 450
+
+
+def test_the_table_pools_seeds_with_a_t_interval_and_keeps_budgets_apart():
+    flat = {150 * k: 0.40 for k in range(1, 17)}
+    rising = [{**flat, 1800: 0.40 - d, 2400: 0.40} for d in (0.01, 0.02, 0.06)]
+    runs = pd.DataFrame([{"task": "listops", "attention": "softmax", "status": "ok", "evals": evals(e)}
+                         for e in rising]
+                        + [{"task": "listops", "attention": "softmax", "status": "ok",
+                            "evals": evals({200: 0.3, 400: 0.35, 600: 0.4, 450: 0.38})},
+                           {"task": "listops", "attention": "softmax", "status": "failed", "evals": evals(flat)}])
+    table = last_quarter_table(runs)
+    assert list(table.steps) == [600, 2400] and list(table.seeds) == [1, 3]
+    m, lo, hi, _ = t_interval([1.0, 2.0, 6.0])
+    row = table[table.steps == 2400].iloc[0]
+    assert (row.gain, row.lo, row.hi) == pytest.approx((m, lo, hi))
+    text = last_quarter_markdown(table, {"listops": 12.6})
+    assert "(one seed)" in text and f"{m:+.2f} [{lo:+.2f}, {hi:+.2f}]" in text
+    assert ("below the gap (upper bound)" in text) == (hi < 12.6)
+    assert "not shown below the gap" in last_quarter_markdown(table, {"listops": 1.0})
+
+
+def test_the_committed_budget_study_regenerates_exactly(tmp_path, monkeypatch):
+    committed = ROOT / "results" / "budget"
+    if not (committed / "runs").is_dir():
+        pytest.skip("no committed budget study")
+    monkeypatch.setattr(sys, "argv", ["budget_curves.py", "--runs-dir", str(committed / "runs"), "--out",
+                                      str(tmp_path)])
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    runpy.run_path(str(ROOT / "tools" / "budget_curves.py"), run_name="__main__")
+    made = (tmp_path / "last_quarter.md").read_text().splitlines()
+    kept = (committed / "last_quarter.md").read_text().splitlines()
+    assert made[4:] == kept[4:]  # the Regenerate line names the folders given
+    assert (tmp_path / "curves.png").is_file()
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    for line in kept:
+        if line.startswith("| ListOps"):
+            cells = [c.strip() for c in line.split("|")]
+            assert f"`{cells[2]}` {cells[6]}" in docs  # docs quote every row's gain as the table has it
+
+
+def test_the_docs_600_and_2400_step_figures_are_the_records():
+    """docs/benchmark.md's ListOps test accuracies at 600 steps (the curated sweep) and 2,400 (the budget study),
+    per seed, and lru's lead at each, recomputed from the committed records."""
+    from lra_bench.store.records import read_records
+
+    def accs(folder: str, attention: str) -> list[float]:
+        rows = sorted((r["seed"], 100 * r["test_acc"]) for r in read_records(ROOT / folder / "listops" / attention))
+        return [a for _, a in rows]
+
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
+    lead = []
+    for folder in ("results/cpu/runs", "results/budget/runs"):
+        s, lr = accs(folder, "softmax"), accs(folder, "lru")
+        assert len(s) == len(lr) == 3
+        for values in (s, lr):
+            assert " / ".join(f"{a:.1f}" for a in values) in docs
+        lead.append(sum(lr) / 3 - sum(s) / 3)
+    assert f"from {lead[0]:+.1f} to {lead[1]:+.1f} points" in docs

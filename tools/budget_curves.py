@@ -1,0 +1,61 @@
+"""The budget study's evidence: validation curves of runs trained past a profile's budget, and per task and mixer
+the last quarter's gain (mean over seeds, 95 % t interval) beside the detectable gap of the curated table
+(``lra_bench.reports.budget``). Writes curves.png/.svg and last_quarter.md into --out.
+
+Run:  python tools/budget_curves.py --runs-dir results/budget/runs --out results/budget [--gaps-from results/cpu/runs]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from _repo import ROOT
+
+from lra_bench.reports.budget import last_quarter_markdown, last_quarter_table
+from lra_bench.reports.curves import val_curves
+from lra_bench.reports.detectable import detectable
+from lra_bench.reports.table1 import REFERENCE, load_runs, task_cells
+from lra_bench.store.files import atomic_open
+
+
+def detectable_gaps(runs_dir: Path) -> dict[str, float]:
+    """Each task's detectable gap (points) in the curated table of ``runs_dir``."""
+    runs = load_runs(runs_dir)
+    profile = runs.profile.mode().iloc[0]
+    cells = task_cells(runs, profile)
+    gaps = {}
+    for task, g in cells[cells.n > 0].groupby("task", sort=False):
+        found = detectable(dict(zip(g.attention, g["sample"], strict=True)), task, REFERENCE)
+        if found is not None:
+            gaps[task] = found.gap
+    return gaps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs-dir", type=Path, default=ROOT / "results" / "budget" / "runs")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "budget")
+    ap.add_argument("--gaps-from", type=Path, default=ROOT / "results" / "cpu" / "runs",
+                    help="the curated runs whose detectable gaps the gains are compared with")
+    args = ap.parse_args()
+    runs = load_runs(args.runs_dir)
+    val_curves(runs, args.out / "curves", title="Validation accuracy past the quick budget (the budget study)")
+    table = last_quarter_table(runs)
+    gaps = detectable_gaps(args.gaps_from)
+    def rel(p: Path) -> Path:
+        return p.resolve().relative_to(ROOT) if p.resolve().is_relative_to(ROOT) else p
+
+    text = (f"# The last quarter's gain\n\nRegenerate: `python tools/budget_curves.py --runs-dir {rel(args.runs_dir)} "
+            f"--out {rel(args.out)} --gaps-from {rel(args.gaps_from)}`\n\nValidation accuracy (points) at each run's "
+            "last step minus at three quarters of it, mean over seeds with its 95 % t interval; detectable gap: the "
+            "curated table's (80 % power, Holm). A gain whose upper bound is below the gap is a plateau for that "
+            "table.\n\n"
+            + last_quarter_markdown(table, gaps) + "\n")
+    with atomic_open(args.out / "last_quarter.md") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
