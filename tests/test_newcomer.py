@@ -306,10 +306,10 @@ def test_guide_configs_and_help_agree_on_profiles():
     groups_row = next(line for line in guide.splitlines() if line.startswith("| `profile` |"))
     assert all(f"`{p}`" in groups_row for p in profiles)
     assert all(re.search(rf"^\| `{p}` \|", guide, re.M) for p in profiles)  # a row in the profile table each
-    minutes = re.search(r"~(\d+) minutes", (CONFIGS / "profile" / "cpu.yaml").read_text()).group(1)
     main_job = (ROOT / "README.md").read_text().split("## The main job")[1].split("```")[0]
-    assert f"about {minutes} minutes" in main_job
-    assert f"about {minutes} minutes" in next(line for line in guide.splitlines() if line.startswith("| `cpu` |"))
+    assert "<!-- measured: cpu." in main_job  # how long the main job takes: from the records (tests/test_durations.py)
+    assert "<!-- measured: cpu.run.median -->" in next(line for line in guide.splitlines()
+                                                        if line.startswith("| `cpu` |"))
 
 
 def test_dev_extra_has_what_the_notebook_test_needs():
@@ -323,7 +323,7 @@ def test_dev_extra_has_what_the_notebook_test_needs():
 README = ROOT / "README.md"
 SETUP = ("python -m venv ", ". .venv/bin/activate", "pip install ")  # checked for order, not run (no network)
 RUN = ("python run.py ", "python scripts/report.py", "python scripts/benchmark.py ", "jupyter execute ",
-       "python -m pytest ")
+       "python -m pytest ", "bash scripts/sweep_cpu.sh")  # the sweep script: tests/test_sweep_config.py (--dry-run)
 
 
 def test_readme_is_short_and_sets_up_cpu_torch_before_the_project():

@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from _repo import ROOT
+import _repo  # this checkout's lra_bench first (tools/_repo.py)
 
 from lra_bench.reports.budget import last_quarter_markdown, last_quarter_table
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.detectable import detectable
 from lra_bench.reports.table1 import REFERENCE, load_runs, task_cells
 from lra_bench.store.files import atomic_open
+
+ROOT = _repo.ROOT
 
 
 def detectable_gaps(runs_dir: Path) -> dict[str, float]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 
-from _repo import ROOT
+import _repo  # this checkout's lra_bench first (tools/_repo.py)
 
 from lra_bench.reports.durations import SOURCES, measured_figures
+
+ROOT = _repo.ROOT
 
 
 def main() -> None:
