@@ -10,6 +10,10 @@ Writes into --out: table1.md / .csv (LRA Table 1), accuracy.png / .svg (per-task
 (validation accuracy during training), table2_<mode>.md / .csv
 and scaling_<mode>.png / .svg (LRA Table 2), bubble.png / .svg / .csv (LRA Figure 3), and REPORT.md, which
 embeds them all and states the command that regenerates them. Missing inputs skip their part with a message.
+Records of several training protocols (self-pretrained runs, ``pretrain=mlm|causal``, beside runs from scratch) get
+one Table 1 and one chart each (table1_<protocol>.md, bubble_<protocol>.png; the files without a suffix are the
+runs from scratch) and protocols.md / .csv: per variant and task, pretrained - scratch and pretrained - the
+compute-matched control with their paired intervals, and the spread between variants under each protocol.
 Without benchmark cells the bubble chart takes speed and memory from the run records themselves (the training
 throughput and peak memory each run measured, for the task most variants ran), and says so on the chart.
 
@@ -41,6 +45,7 @@ from lra_bench.reports.bubble import SIZES, XS, bubble_chart, majority_rate, rea
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.paper import TASKS
+from lra_bench.reports.protocols import SCRATCH, by_protocol, effects_markdown, protocol_effects, protocol_spread, slug
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.sweep_speed import cells_from_runs
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
@@ -120,19 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[str] = []
     skipped: list[str] = []
 
-    # Table 1 and the accuracy bars from the run records
-    runs = load_runs(args.runs_dir)
-    if not runs.empty and args.reference not in set(runs.attention):
-        guess = closest(args.reference, sorted(set(runs.attention)))
+    # Table 1 and the accuracy bars from the run records (of one protocol: the runs from scratch when there are any)
+    every_run = load_runs(args.runs_dir)
+    if not every_run.empty and args.reference not in set(every_run.attention):
+        guess = closest(args.reference, sorted(set(every_run.attention)))
         ap.error(f"--reference {args.reference!r}: no record of that attention under {args.runs_dir}"
-                 + (f"; did you mean {guess!r}?" if guess else f"; it has {', '.join(sorted(set(runs.attention)))}"))
+                 + (f"; did you mean {guess!r}?" if guess else
+                    f"; it has {', '.join(sorted(set(every_run.attention)))}"))
+    protocols = by_protocol(every_run)
+    main = SCRATCH if SCRATCH in protocols or not protocols else next(iter(protocols))
+    runs = protocols.get(main, every_run)
+    about = f" (protocol: {main})" if len(protocols) > 1 or main != SCRATCH else ""
     profile = args.profile or pick_profile(runs)
     t1, md1 = table1(runs, args.profile, reference=args.reference)
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
     else:
         t1.to_csv(out / "table1.csv", index=False)
-        (out / "table1.md").write_text(f"# LRA Table 1 on this hardware\n\nRegenerate: `{command}`\n\n{md1}\n")
+        (out / "table1.md").write_text(f"# LRA Table 1 on this hardware{about}\n\nRegenerate: `{command}`\n\n{md1}\n")
         written += ["table1.md", "table1.csv"]
         sections.append(f"## Table 1: test accuracy\n\n{md1}")
         sections.append(rank_reliability(task_cells(runs, args.profile))[1])
@@ -200,6 +210,47 @@ def main(argv: list[str] | None = None) -> int:
         skipped.append("bubble chart: no run records, so no LRA score")
     else:
         skipped.append("bubble chart: no benchmark cells and no ok run record with a measured speed")
+
+    # the other protocols: one Table 1 and one chart each, and what pretraining changes
+    for label, subset in protocols.items():
+        if label == main:
+            continue
+        name = slug(label)
+        tp, mdp = table1(subset, args.profile, reference=args.reference)
+        if tp.empty:
+            skipped.append(f"Table 1 of protocol {label}: {mdp}")
+            continue
+        tp.to_csv(out / f"table1_{name}.csv", index=False)
+        (out / f"table1_{name}.md").write_text(f"# LRA Table 1 on this hardware (protocol: {label})\n\n"
+                                               f"Regenerate: `{command}`\n\n{mdp}\n")
+        written += [f"table1_{name}.md", f"table1_{name}.csv"]
+        section = f"## Protocol: {label}\n\n{mdp}\n"
+        speed_p = cells if not cells.empty else cells_from_runs(subset, profile)
+        try:
+            scores = tp if args.score_task is None else task_scores(tp, args.score_task, profile)
+            fig = bubble_chart(scores, speed_p, out / f"bubble_{name}.png", size=args.size,
+                               popularity_csv=args.popularity_csv, overlay_paper=args.overlay_paper, x=args.x,
+                               profile=profile, title=args.title, score_task=args.score_task,
+                               chance=majority_rate(subset, profile, args.score_task), protocol=label)
+        except ValueError as e:
+            skipped.append(f"bubble chart of protocol {label}: {e}")
+        else:
+            plt.close(fig)
+            written += [f"bubble_{name}.png", f"bubble_{name}.svg", f"bubble_{name}.csv"]
+            section += (f"![LRA bubble chart, protocol {label}](bubble_{name}.png)\n\nScore: this protocol's; speed: "
+                        "the same per-step training throughput as every protocol's chart (the benchmark's, or the "
+                        "fine-tune's own from the records): the pretraining's cost is not on this axis but in the "
+                        "protocol-effect table.\n")
+        sections.append(section)
+    if any(label != SCRATCH for label in protocols):
+        effects, spread = protocol_effects(every_run, args.profile), protocol_spread(every_run, args.profile)
+        md_effects = effects_markdown(effects, spread)
+        effects.to_csv(out / "protocols.csv", index=False)
+        spread.to_csv(out / "protocols_spread.csv", index=False)
+        (out / "protocols.md").write_text(f"# What self-pretraining changes\n\nRegenerate: `{command}`\n\n"
+                                          f"{md_effects}\n")
+        written += ["protocols.md", "protocols.csv", "protocols_spread.csv"]
+        sections.append(f"## Protocol effect: pretrained - from scratch\n\n{md_effects}\n")
 
     for s in skipped:
         say(f"skipped: {s}")

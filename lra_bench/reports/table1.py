@@ -7,7 +7,9 @@ Rules, stated once:
 * Records are read with :func:`load_runs`; unreadable or truncated ``record.json`` files are skipped with a
   warning, never fatal. Of several records with the same ``config_hash`` only the latest counts.
 * Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
-* A cell is (profile, attention, task). Within a cell, one record per seed counts: the latest one.
+* A cell is (profile, attention, task) under one training protocol (``records.protocol_of``: from scratch, or
+  self-pretrained first): records of several protocols are split first (``reports.protocols.by_protocol``, one
+  Table 1 each) and never share a cell. Within a cell, one record per seed counts: the latest one.
   Its value is the mean of the ok runs' test accuracy over seeds with a 95 % interval: Student t (n - 1 df, std
   ddof 1) with 2+ seeds, the one seed's Wilson interval over its test examples otherwise. A cell with no ok run
   but a failed / OOM / killed / diverged one reads FAIL / OOM / KILL / DIV; a cell never run is blank.
@@ -34,7 +36,7 @@ from lra_bench.reports import significance as sig
 from lra_bench.reports.store import read_json_tree
 from lra_bench.stats.intervals import binomial_se, mean_interval, t_interval, wilson
 from lra_bench.store import predictions
-from lra_bench.store.records import RECORD_NAME, STATUSES
+from lra_bench.store.records import RECORD_NAME, STATUSES, protocol_of, semantic_hash
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,8 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
-               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions"]
+               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions",
+               "protocol", "pair_key", "ft_steps", "pt_steps", "pretrain_s", "train_loop_s", "pretraining"]
 REFERENCE = "softmax"  # what every variant is tested against unless told otherwise (--reference)
 
 
@@ -73,6 +76,16 @@ def _number(value) -> float:
     return out if math.isfinite(out) else math.nan
 
 
+def pairing(config: dict) -> tuple[str, float, float]:
+    """(pair_key, fine-tune steps, pretraining steps) of a resolved config: runs that differ only in their
+    protocol, seed and step budgets share the pair_key (the protocol-effect table pairs them by it)."""
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    pre = config.get("pretrain") if isinstance(config.get("pretrain"), dict) else {}
+    rest = {k: v for k, v in config.items() if k not in ("pretrain", "seed", "trainer")}
+    key = semantic_hash({**rest, "trainer": {k: v for k, v in trainer.items() if k != "max_steps"}})
+    return key, _number(trainer.get("max_steps")), _number(pre.get("max_steps", 0))
+
+
 def _row(rec: dict) -> dict:
     """One flat row of a record; raises ValueError when the record cannot be placed in Table 1."""
     for key in ("task", "attention", "status"):
@@ -82,6 +95,8 @@ def _row(rec: dict) -> dict:
         raise ValueError(f"status {rec['status']!r} not in {STATUSES}")
     thr = rec.get("throughput") if isinstance(rec.get("throughput"), dict) else {}
     mem = rec.get("memory") if isinstance(rec.get("memory"), dict) else {}
+    phases = rec.get("phases") if isinstance(rec.get("phases"), dict) else {}
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     acc = _number(rec.get("test_acc"))
     if not math.isnan(acc) and not 0.0 <= acc <= 1.0:
         raise ValueError(f"test_acc {acc} outside [0, 1]")
@@ -98,6 +113,10 @@ def _row(rec: dict) -> dict:
         "evals": rec["evals"] if isinstance(rec.get("evals"), list) else [],
         "test_examples": _number(rec.get("test_examples")),
         "predictions": rec[predictions.FIELD] if isinstance(rec.get(predictions.FIELD), dict) else None,
+        "protocol": protocol_of(config), **dict(zip(("pair_key", "ft_steps", "pt_steps"), pairing(config),
+                                                   strict=True)),
+        "pretrain_s": _number(phases.get("pretrain_s")), "train_loop_s": _number(phases.get("train_loop_s")),
+        "pretraining": rec["pretraining"] if isinstance(rec.get("pretraining"), dict) else None,
     }
 
 
@@ -136,6 +155,11 @@ def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     out = df[~df["synthetic"].astype(bool)]
     if profile is not None:
         out = out[out["profile"] == profile]
+    mixed = out.groupby(["profile", "attention", "task"])["protocol"].nunique() if "protocol" in out else None
+    if mixed is not None and (mixed > 1).any():
+        cells = ", ".join(f"{a}/{t} ({p})" for p, a, t in mixed[mixed > 1].index)
+        raise ValueError(f"records of several training protocols in one cell: {cells}; give each protocol its own "
+                         "table (lra_bench.reports.protocols.by_protocol)")
     out = out.sort_values(["finished_at", "path"], kind="stable")
     seed_key = out["seed"].astype(str)
     out = out.assign(_seed=seed_key)

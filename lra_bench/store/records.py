@@ -28,11 +28,26 @@ REQUIRED_FIELDS = (
 
 #: config sections that change where or how a run is reported, not what it computes (left out of the hash)
 NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun")
+#: sections whose value says "this phase is absent": left out of the hash too, so that the records written before the
+#: section existed (every run trained from scratch) keep their identity and a resumed sweep still finds them
+ABSENT_SECTIONS = {"pretrain": {"name": "none"}}
+#: the training protocols a record can carry (``protocol_of``): from scratch, or self-pretrained first (issue 44)
+PROTOCOLS = ("scratch", "mlm", "causal")
 
 
 def semantic_hash(config: dict[str, Any]) -> str:
-    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS``: same hash = same experiment."""
-    return stable_hash({k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS})
+    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS`` (and ``ABSENT_SECTIONS`` at
+    their absent value): same hash = same experiment."""
+    return stable_hash({k: v for k, v in config.items()
+                        if k not in NON_SEMANTIC_KEYS and ABSENT_SECTIONS.get(k, object()) != v})
+
+
+def protocol_of(config: dict[str, Any] | None) -> str:
+    """The training protocol of a run's resolved config: "scratch" (no ``pretrain`` section, as every record before
+    issue 44, or ``pretrain=none``), else the pretraining objective ("mlm", "causal")."""
+    section = (config or {}).get("pretrain")
+    name = section.get("name", "none") if isinstance(section, dict) else "none"
+    return "scratch" if name == "none" else str(name)
 
 
 def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:

@@ -87,7 +87,8 @@ def make_optimizer(
 
 class Preempted(Exception):
     """The run stopped on request (SIGTERM / SIGUSR2, or SIGINT = Ctrl-C): in training after writing a checkpoint
-    (``step``), or outside it (``where``: data preparation, final evaluation) with nothing to save; rerun to resume.
+    (``step``; ``where`` names the phase when it is not the fine-tune: "pretraining"), or outside it (``where``: data
+    preparation, final evaluation) with nothing to save; rerun to resume.
     ``signal`` is the name of the signal that stopped it, when the runner knows it."""
 
     def __init__(self, step: int | None, where: str = "", signal: str | None = None) -> None:
@@ -98,8 +99,8 @@ class Preempted(Exception):
         how = "interrupted" if self.signal == "SIGINT" else "preempted"
         if self.step is not None:
             by = f" by {self.signal}" if self.signal else ""
-            return (f"{how}{by} at step {self.step}; checkpoint written, rerun the same command to resume from step "
-                    f"{self.step}")
+            at = f"{self.where} step {self.step}" if self.where else f"step {self.step}"  # where: "pretraining"
+            return f"{how}{by} at {at}; checkpoint written, rerun the same command to resume from {at}"
         return (f"{how} during {self.where}; rerun the same command to resume (finished training is "
                 "checkpointed)")
 

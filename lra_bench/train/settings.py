@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,3 +71,51 @@ class TrainerSettings:
         check_literals(self, "trainer")
         if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ConfigError(f"trainer.device must be auto, cpu or cuda[:i], got {self.device!r}")
+
+
+PretrainObjective = Literal["mlm", "causal"]  # pretrain=none builds no settings (nothing to pretrain)
+
+
+@dataclass
+class PretrainSettings:
+    """Self-pretraining before the fine-tune (``configs/pretrain/{mlm,causal}.yaml``), validated before any data.
+
+    Args:
+        name: the objective: "mlm" (masked-token prediction) or "causal" (next-token prediction, causal mixers).
+        loss: "ce" (cross-entropy over the vocabulary) or "l1" (mean absolute error of the grey value in [0, 1]).
+        max_steps, batch_size, lr, schedule, warmup_steps, weight_decay: the pretraining's own optimisation (AdamW
+            with the trainer's betas, eps, clipping and precision); its schedule runs over ``max_steps``.
+        eval_every: the objective on the validation inputs every k steps (and after the last).
+        task_defaults: the per-task mask rates and losses the YAML interpolates from (kept for the record).
+        mask_rate: mlm only: the share of real tokens masked in every sequence, in (0, 1).
+    """
+
+    name: PretrainObjective
+    loss: Literal["ce", "l1"]
+    max_steps: int
+    batch_size: int
+    lr: float
+    schedule: Schedule
+    warmup_steps: int
+    weight_decay: float
+    eval_every: int
+    task_defaults: dict
+    mask_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        positive("pretrain", max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
+                 eval_every=self.eval_every)
+        non_negative("pretrain", warmup_steps=self.warmup_steps, weight_decay=self.weight_decay)
+        check_literals(self, "pretrain")
+        if self.name == "mlm" and (self.mask_rate is None or not 0.0 < self.mask_rate < 1.0):
+            raise ConfigError(f"pretrain.mask_rate must be in (0, 1) for pretrain=mlm, got {self.mask_rate}")
+        if self.name == "causal" and self.mask_rate is not None:
+            raise ConfigError("pretrain.mask_rate belongs to pretrain=mlm; next-token prediction masks nothing "
+                              "(drop it: ~pretrain.mask_rate)")
+
+    def optimization(self, trainer: TrainerSettings) -> TrainerSettings:
+        """The trainer's settings with this phase's budget, batch, rate and schedule (for ``make_optimizer`` and
+        the loop's bookkeeping); AdamW moments, clipping, precision and the rest stay the trainer's."""
+        return dataclasses.replace(trainer, max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
+                                   schedule=self.schedule, warmup_steps=self.warmup_steps,
+                                   weight_decay=self.weight_decay, eval_every=self.eval_every)
