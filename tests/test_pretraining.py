@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +24,7 @@ from lra_bench.train import checkpoint
 from lra_bench.train.loop import Checkpointing, Preempted
 from lra_bench.train.pretrain import Objective, mask_positions, pretrain
 from tests.conftest import ROOT, compose_run
+from tests.test_faults import start, wait_for_checkpoint
 
 SHORT = ["profile=smoke", "trainer.max_steps=8", "trainer.eval_every=4", "pretrain=mlm", "pretrain.max_steps=10",
          "pretrain.eval_every=5"]
@@ -244,29 +241,6 @@ LONG = ["profile=smoke", "pretrain=mlm", "pretrain.max_steps=200", "pretrain.eva
 SAME = ("status", "best_val_acc", "best_step", "test_acc", "evals", "config_hash", "dataset_fingerprint")
 
 
-def start(root: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "LRA_RESULTS_DIR": str(root / "runs"), "LRA_CACHE_DIR": str(root / "cache")}
-    return subprocess.Popen([sys.executable, "run.py", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def wait_for(root: Path, phase: str, min_step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
-    """Until a checkpoint of ``phase`` ("pretrain" or "fine-tune") at ``min_step`` or later exists."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for meta in (root / "cache" / "checkpoints").rglob("ckpt.json"):
-            if (meta.parent.name == runner.PRETRAIN_DIR) != (phase == "pretrain"):
-                continue
-            try:
-                if json.loads(meta.read_text())["step"] >= min_step:
-                    return
-            except (OSError, ValueError):
-                pass
-        assert proc.poll() is None, f"run ended before the checkpoint: {proc.stdout.read()[-2000:]}"
-        time.sleep(0.05)
-    raise AssertionError("no checkpoint in time")
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     return run(compose_run(LONG, tmp_path_factory.mktemp("reference")))
@@ -277,7 +251,11 @@ def reference(tmp_path_factory):
                                                     ("fine-tune", signal.SIGKILL, -signal.SIGKILL)])
 def test_a_run_stopped_in_either_phase_resumes_bit_exact(tmp_path, reference, phase, sig, code):
     proc = start(tmp_path, *LONG)
-    wait_for(tmp_path, phase, 40, proc)
+    if phase == "pretrain":
+        wait_for_checkpoint(tmp_path, 40, proc, timeout=300, where=runner.PRETRAIN_DIR)
+    else:  # the fine-tune's checkpoints are in the run's own folder, named after it
+        own = plan(compose_run(LONG, tmp_path)).checkpoint_dir.name
+        wait_for_checkpoint(tmp_path, 40, proc, timeout=300, where=own)
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == code, out[-2000:]

@@ -36,7 +36,7 @@ from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
 from lra_bench.infra.progress import TRAIN_FORMAT, live_bar
 from lra_bench.infra.timing import StepTimer
 from lra_bench.train import checkpoint
-from lra_bench.train.loop import Checkpointing, Diverged, Preempted, make_optimizer
+from lra_bench.train.loop import Checkpointing, finish_step, make_optimizer
 from lra_bench.train.settings import PretrainSettings, TrainerSettings
 from lra_bench.train.step import apply_gradients, autocast
 
@@ -202,12 +202,7 @@ def pretrain(model: nn.Module, inputs: dict[str, np.ndarray], settings: Pretrain
             loss, n, hits = objective.score(out, targets, selected)
             apply_gradients(model, optimizer, loss, s.grad_clip)
             scheduler.step()
-            for module in hooks:
-                module.on_train_step(step)
-            timer.stop()
-            loss_value = float(loss.detach())
-            if not np.isfinite(loss_value):
-                raise Diverged(step, loss_value)
+            loss_value = finish_step(step, loss, hooks, timer)
             running["loss"] += loss_value * n
             running["metric"] += hits
             running["seen"] += n
@@ -226,14 +221,7 @@ def pretrain(model: nn.Module, inputs: dict[str, np.ndarray], settings: Pretrain
                 evals.append({"step": step, **scores})
                 log.info("pretrain step %d val loss %.4f val %s %.4f", step, scores["val_loss"], metric,
                          scores[f"val_{metric}"])
-            saved = False
-            if ckpt.every and step % ckpt.every == 0 and step < s.max_steps:
-                save_checkpoint(step)
-                saved = True
-            if ckpt.stop_requested():
-                if not saved:
-                    save_checkpoint(step)
-                raise Preempted(step, "pretraining")
+            ckpt.after_step(step, s.max_steps, save_checkpoint, "pretraining")
     if start < s.max_steps:  # the finished state: a stop before the encoder is cached resumes from here
         save_checkpoint(s.max_steps)
     seconds["loop"] += time.perf_counter() - t_loop
