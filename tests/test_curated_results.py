@@ -11,7 +11,8 @@ from lra_bench.store.records import read_records
 from tests.conftest import ROOT
 
 CURATED = sorted(p.parent for p in (ROOT / "results").glob("*/CURATED"))
-TEXT_OUTPUTS = ("table1.md", "table1.csv", "bubble.csv", "table2_model.md", "table2_model.csv")
+TEXT_OUTPUTS = ("table1.md", "table1.csv", "bubble.csv", "table2_model.md", "table2_model.csv", "table1_mlm.md",
+                "table1_matched.md", "protocols.md", "protocols.csv", "protocols_spread.csv")  # those present
 
 
 @pytest.mark.parametrize("folder", CURATED, ids=[p.name for p in CURATED])

@@ -109,6 +109,19 @@ def test_fine_tunes_that_share_the_pretraining_reuse_the_cached_encoder(tmp_path
     assert third["pretraining"]["reused"] is False, "another pretraining config is another encoder"
 
 
+def test_a_cached_encoder_that_no_longer_fits_the_model_is_set_aside_and_pretrained_again(tmp_path):
+    cfg = compose_run(SHORT, tmp_path)
+    first = run(cfg)
+    folder = plan(cfg).pretrained_dir
+    state = checkpoint.load(folder)
+    state["encoder"] = {k + ".renamed": v for k, v in state["encoder"].items()}  # as after a change of the code
+    checkpoint.save(folder, state)
+    again = run(compose_run([*SHORT, "rerun=true"], tmp_path))
+    assert again["pretraining"]["reused"] is False and again["status"] == "ok"
+    assert again["pretraining"]["evals"] == first["pretraining"]["evals"]
+    assert list(folder.parent.glob(f"{folder.name}.unusable-*")), "the unusable encoder is kept aside, not deleted"
+
+
 def unigram_entropy(inputs: np.ndarray, pad_id: int) -> float:
     counts = np.bincount(inputs[inputs != pad_id].ravel())
     p = counts[counts > 0] / counts.sum()

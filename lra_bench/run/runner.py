@@ -356,10 +356,14 @@ def pretrain_phase(p: Plan, model: torch.nn.Module, data: CachedSplits, device: 
     about = {"objective": settings.name, "loss": settings.loss, "mask_rate": settings.mask_rate, "cache_key": key}
     cached = checkpoint.load(p.pretrained_dir)
     if cached is not None and cached.get("key") == key:
-        model.encoder.load_state_dict(cached["encoder"])
-        log.info("pretrained encoder reused from %s (%s steps, %.0f s when it was made)", p.pretrained_dir,
-                 cached["summary"]["steps"], cached["summary"]["loop_s"])
-        return {**cached["summary"], **about, "reused": True}
+        try:
+            model.encoder.load_state_dict(cached["encoder"])
+        except (RuntimeError, KeyError) as e:  # it verified but does not fit this code: pretrain again
+            checkpoint.set_aside(p.pretrained_dir, f"{type(e).__name__}: {str(e)[:500]}")
+        else:
+            log.info("pretrained encoder reused from %s (%s steps, %.0f s when it was made)", p.pretrained_dir,
+                     cached["summary"]["steps"], cached["summary"]["loop_s"])
+            return {**cached["summary"], **about, "reused": True}
     rng = checkpoint.rng_state()
     pretrainer = p.pretrain.model.to(device)
     if compile_enabled(p.trainer.compile, device):
