@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from lra_bench.build.config import config_hash
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
+from lra_bench.config.sections import config_hash
 from lra_bench.data.listops.task import ListOpsTask
-from lra_bench.errors import ConfigError
+from lra_bench.errors import CheckpointMismatch, ConfigError
 from lra_bench.run import runner
 from lra_bench.run.runner import run
 from lra_bench.store.records import protocol_of, read_records, semantic_hash
@@ -24,6 +24,7 @@ from lra_bench.train import checkpoint
 from lra_bench.train.loop import Checkpointing, Preempted
 from lra_bench.train.pretrain import Objective, mask_positions, pretrain
 from tests.conftest import ROOT, compose_run
+from tests.test_fault_classes import preempt_at
 from tests.test_faults import start, wait_for_checkpoint
 
 SHORT = ["profile=smoke", "trainer.max_steps=8", "trainer.eval_every=4", "pretrain=mlm", "pretrain.max_steps=10",
@@ -98,10 +99,17 @@ def test_the_record_carries_the_protocol_and_the_pretraining(tmp_path):
     assert scratch["protocol"] == "scratch" and scratch["pretraining"] is None
 
 
-def test_fine_tunes_that_share_the_pretraining_reuse_the_cached_encoder(tmp_path):
-    """A sweep of the fine-tune's learning rate with the pretraining's pinned: one pretraining, reused after."""
-    first = run(compose_run([*SHORT, "pretrain.lr=0.001", "trainer.lr=0.001"], tmp_path))
-    second = run(compose_run([*SHORT, "pretrain.lr=0.001", "trainer.lr=0.003"], tmp_path))
+def test_fine_tunes_that_share_the_pretraining_reuse_the_cached_encoder(tmp_path, monkeypatch):
+    """A sweep of the fine-tune's learning rate with the pretraining's pinned: one pretraining, reused after. The
+    time probe counts the pretraining's steps (at its batch) only when it will run."""
+    from lra_bench.train import estimate
+
+    probed = []
+    real = estimate.estimate_training
+    monkeypatch.setattr(estimate, "estimate_training", lambda *a: probed.append(a[4:]) or real(*a))
+    first = run(compose_run([*SHORT, "pretrain.lr=0.001", "trainer.lr=0.001", "pretrain.batch_size=3"], tmp_path))
+    second = run(compose_run([*SHORT, "pretrain.lr=0.001", "trainer.lr=0.003", "pretrain.batch_size=3"], tmp_path))
+    assert probed == [(8, (10, 3)), (8, (0, 0))]
     assert (first["pretraining"]["reused"], second["pretraining"]["reused"]) == (False, True)
     assert second["pretraining"]["evals"] == first["pretraining"]["evals"]
     assert second["phases"]["pretrain_s"] == first["phases"]["pretrain_s"], "the cost is the pretraining's own"
@@ -238,12 +246,36 @@ def test_pretrain_none_keeps_the_hash_of_records_made_before_the_group_existed(s
     assert config_hash(remade) == committed["config_hash"], "a committed scratch record must keep its identity"
 
 
+def test_a_pretraining_checkpoint_of_other_code_is_refused_unless_forced(tmp_path, monkeypatch, caplog):
+    """The pretraining's checkpoints carry the run's identity like the fine-tune's (issue 40): a run stopped inside
+    its pretraining and resumed by other code is refused in one line; resume=force resumes it."""
+    cfg = compose_run(SHORT, tmp_path)
+    preempt_at(monkeypatch, 4)  # a stop requested after a few pretraining steps (of 10)
+    with pytest.raises(Preempted):
+        run(cfg)
+    monkeypatch.undo()
+    meta_path = plan(cfg).checkpoint_dir / runner.PRETRAIN_DIR / "ckpt.json"
+    meta = json.loads(meta_path.read_text())
+    assert 0 < meta["step"] < 10 and meta["identity"]["config_hash"] == plan(cfg).config_hash
+    meta["identity"]["code_version"] = "0" * 16  # as if written by another lra_bench
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointMismatch, match="another code_version"):
+        run(compose_run(SHORT, tmp_path))
+    caplog.set_level("INFO", logger="lra_bench")
+    forced = run(compose_run([*SHORT, "resume=force"], tmp_path))
+    assert forced["status"] == "ok" and forced["pretraining"]["restarts"] == 1 and "resume=force" in caplog.text
+
+
 def test_bad_pretraining_settings_fail_before_any_data(smoke_cfg):
-    with pytest.raises(ConfigError, match="mask_rate must be in"):
+    with pytest.raises(ConfigError, match=r"pretrain.mask_rate=1.0 is out of range: allowed \(0, 1\)"):
         plan(smoke_cfg("pretrain=mlm", "pretrain.mask_rate=1.0"))
+    with pytest.raises(ConfigError, match="pretrain=mlm needs pretrain.mask_rate"):
+        plan(smoke_cfg("pretrain=mlm", "pretrain.mask_rate=null"))
+    with pytest.raises(ConfigError, match="pretrain.lr=-1.0 is out of range"):
+        plan(smoke_cfg("pretrain=mlm", "pretrain.lr=-1.0"))
     with pytest.raises(ConfigError, match="loss=l1 regresses a grey value"):
         plan(smoke_cfg("pretrain=mlm", "pretrain.loss=l1"))
-    with pytest.raises(ConfigError, match="pretrain.max_steps must be > 0"):
+    with pytest.raises(ConfigError, match="pretrain.max_steps=0 is out of range"):
         plan(smoke_cfg("pretrain=mlm", "pretrain.max_steps=0"))
 
 

@@ -149,3 +149,19 @@ def test_the_published_protocol_rows_agree_with_themselves_and_the_configs():
     assert rows[("Transformer + rotary", "mlm")].avg6 - rows[("Transformer", "scratch")].avg6 > 30
     defaults = OmegaConf.load(ROOT / "configs" / "pretrain" / "mlm.yaml").task_defaults
     assert {task: d.mask_rate for task, d in defaults.items()} == paper.AMOS_MASK_RATES
+
+
+def test_an_effect_of_one_seed_shows_the_difference_of_the_means_and_why_it_has_no_interval(store):
+    """A measurement still running: one pretrained seed beside three from scratch gives the point difference, no
+    interval, and says why (a test needs 2 or more seeds on both sides)."""
+    runs = load_runs(store)
+    keep = (runs.protocol != "mlm") | (runs.seed == 0)
+    effects = protocol_effects(runs[keep].reset_index(drop=True))
+    row = effects[effects.attention == "softmax"].iloc[0]
+    assert row.n_pretrained == 1 and row.n_scratch == 3
+    assert row.effect == pytest.approx(40.0 - np.mean([30.0, 33.0, 31.0]))
+    assert math.isnan(row.effect_lo) and row.effect_method == "untested: fewer than 2 seeds a side"
+    from lra_bench.reports.protocols import effects_markdown
+
+    assert f"{row.effect:+.2f} (untested: fewer than 2 seeds a side: no interval)" in effects_markdown(effects,
+                                                                                                         pd.DataFrame())

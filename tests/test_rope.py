@@ -9,7 +9,7 @@ import torch
 
 from lra_bench.attention import Attention, get_attention_class, list_attentions
 from lra_bench.attention._rope import RotaryPositions
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.errors import ConfigError
 
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from lra_bench.build.attention import build_attention_factory
-from lra_bench.build.config import container, section_dataclass
-from lra_bench.build.plan import build_model, build_task
+from lra_bench.config.attention import build_attention_factory
+from lra_bench.config.plan import build_model, build_task
+from lra_bench.config.sections import container, section_dataclass
 from lra_bench.infra.memory import is_oom, peak_memory_of, reuse_freed_memory
 from lra_bench.infra.timing import time_callable
 from lra_bench.train.loop import make_optimizer

@@ -24,7 +24,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, TokenMixer
-from lra_bench.checks import fraction
+from lra_bench.checks import Count, DropRate, fraction
 from lra_bench.errors import ConfigError
 
 
@@ -80,11 +80,11 @@ class Encoder(nn.Module):
         vocab_size: int,
         max_len: int,
         pad_id: int | None,
-        dim: int,
-        depth: int,
-        num_heads: int,
-        mlp_dim: int,
-        dropout: float,
+        dim: Count,
+        depth: Count,
+        num_heads: Count,
+        mlp_dim: Count,
+        dropout: DropRate,
         positions: Literal["sinusoidal", "learned", "rope"],
         pool: Literal["cls", "mean"],
     ) -> None:

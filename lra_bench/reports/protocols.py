@@ -22,7 +22,8 @@ import pandas as pd
 from scipy import stats
 
 from lra_bench.reports import significance as sig
-from lra_bench.reports.table1 import TASK_LABELS, TASKS, attention_order, task_cells
+from lra_bench.reports.table1 import attention_order, task_cells
+from lra_bench.reports.tasks import TASK_LABELS, TASKS
 from lra_bench.stats.paired import holm_adjusted, p_value
 
 SCRATCH = "scratch"
@@ -75,10 +76,18 @@ def _sample(g: pd.DataFrame | None) -> sig.Sample | None:
     return None if g is None else sig.sample((g.test_acc * 100).tolist(), g.predictions.tolist())
 
 
-def _interval(result: tuple[float, float, float, str] | None) -> dict:
-    """d, its 95 % interval and p from ``significance.compare``'s (d, se, df, method); NaNs when untestable."""
+def _interval(result: tuple[float, float, float, str] | None, a: sig.Sample | None = None,
+              b: sig.Sample | None = None) -> dict:
+    """d, its 95 % interval and p from ``significance.compare``'s (d, se, df, method). Untestable (fewer than 2 seeds
+    a side, or different test sets): the difference of the means ``a`` - ``b`` when both are given, with no interval
+    and the reason as the method; NaNs without them."""
     if result is None:
-        return {"d": math.nan, "lo": math.nan, "hi": math.nan, "p": math.nan, "method": ""}
+        untested = {"lo": math.nan, "hi": math.nan, "p": math.nan}
+        if a is None or b is None or not len(a.accs) or not len(b.accs):
+            return {"d": math.nan, **untested, "method": ""}
+        why = ("untested: fewer than 2 seeds a side" if min(len(a.accs), len(b.accs)) < 2
+               else "untested: different test sets")
+        return {"d": float(a.accs.mean() - b.accs.mean()), **untested, "method": why}
     d, se, df, method = result
     q = stats.norm.ppf(0.975) if math.isinf(df) else stats.t.ppf(0.975, df)
     return {"d": d, "lo": d - q * se, "hi": d + q * se, "p": float(p_value(d, se, df)), "method": method}
@@ -109,8 +118,8 @@ def protocol_effects(runs: pd.DataFrame, profile: str | None = None) -> pd.DataF
         scratch = groups.get((prof, att, task, pair, ft, 0.0, SCRATCH))
         control = groups.get((prof, att, task, pair, ft + pt, 0.0, SCRATCH))
         s_pre, s_scr, s_ctl = _sample(g), _sample(scratch), _sample(control)
-        effect = _interval(sig.compare(s_pre, s_scr) if s_scr is not None else None)
-        vs_control = _interval(sig.compare(s_pre, s_ctl) if s_ctl is not None else None)
+        effect = _interval(sig.compare(s_pre, s_scr) if s_scr is not None else None, s_pre, s_scr)
+        vs_control = _interval(sig.compare(s_pre, s_ctl) if s_ctl is not None else None, s_pre, s_ctl)
         metric = [p.get("val_acc") if p.get("val_acc") is not None else p.get("val_mae") for p in g.pretraining
                   if isinstance(p, dict)]
         rows.append({
@@ -157,11 +166,11 @@ def protocol_spread(runs: pd.DataFrame, profile: str | None = None) -> pd.DataFr
     return table.sort_values(["profile", "_t", "_p"]).drop(columns=["_t", "_p"]).reset_index(drop=True)
 
 
-def _difference(d: float, lo: float, hi: float, p_holm: float) -> str:
+def _difference(d: float, lo: float, hi: float, p_holm: float, method: str = "") -> str:
     if not math.isfinite(d):
         return ""
     if not math.isfinite(lo):
-        return f"{d:+.2f} (untested)"
+        return f"{d:+.2f} ({method or 'untested'}: no interval)"
     return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}] p={p_holm:.2g}"
 
 
@@ -187,9 +196,11 @@ def effects_markdown(effects: pd.DataFrame, spread: pd.DataFrame) -> str:
                                                                           strict=True)],
         "scratch": [_mean(v, n) for v, n in zip(effects.scratch, effects.n_scratch, strict=True)],
         "pretrained": [_mean(v, n) for v, n in zip(effects.pretrained, effects.n_pretrained, strict=True)],
-        "effect": [_difference(r.effect, r.effect_lo, r.effect_hi, r.effect_p_holm) for r in effects.itertuples()],
+        "effect": [_difference(r.effect, r.effect_lo, r.effect_hi, r.effect_p_holm, r.effect_method)
+                   for r in effects.itertuples()],
         "control": [_mean(v, n) for v, n in zip(effects.control, effects.n_control, strict=True)],
-        "vs control": [_difference(r.vs_control, r.vs_control_lo, r.vs_control_hi, r.vs_control_p_holm)
+        "vs control": [_difference(r.vs_control, r.vs_control_lo, r.vs_control_hi, r.vs_control_p_holm,
+                                   r.vs_control_method)
                        for r in effects.itertuples()],
         "pretraining": [f"{m:.3g}; {p:.0f} / {f:.0f}" + (f" / {c:.0f} s" if math.isfinite(c) else " s")
                         for m, p, f, c in zip(effects.pretrain_metric, effects.pretrain_s, effects.fine_tune_s,

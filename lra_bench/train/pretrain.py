@@ -178,7 +178,7 @@ def pretrain(model: nn.Module, inputs: dict[str, np.ndarray], settings: Pretrain
             "running": running, "window": last_window, "timer": timer.state_dict(),
             "seconds": {**seconds, "loop": seconds["loop"] + time.perf_counter() - t_loop},
             "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
-            "restarts": restarts})
+            "restarts": restarts}, identity=ckpt.identity)
 
     train_x = inputs["train"]
     val_masks = None
