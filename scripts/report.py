@@ -14,6 +14,10 @@ files of an earlier report there that this one does not write again are removed 
 Each warning is printed once and listed once in REPORT.md. Nothing to report (no record, no benchmark cell), an
 unknown --profile ends with an error (exit code 1 or 2); a --runs-dir or --bench-dir that is not a folder is
 named in a warning.
+Records of several training protocols (self-pretrained runs, ``pretrain=mlm|causal``, beside runs from scratch) get
+one Table 1 and one chart each (table1_<protocol>.md, bubble_<protocol>.png; the files without a suffix are the
+runs from scratch) and protocols.md / .csv: per variant and task, pretrained - scratch and pretrained - the
+compute-matched control with their paired intervals, and the spread between variants under each protocol.
 Without benchmark cells the bubble chart takes speed and memory from the run records themselves (the training
 throughput and peak memory each run measured, for the task most variants ran), and says so on the chart.
 
@@ -45,6 +49,7 @@ from lra_bench.reports.bubble import SIZES, XS, bubble_chart, majority_rate, rea
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.paper import TASKS
+from lra_bench.reports.protocols import SCRATCH, by_protocol, effects_markdown, protocol_effects, protocol_spread, slug
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.significance import MARGIN
 from lra_bench.reports.sweep_speed import cells_from_runs
@@ -179,30 +184,35 @@ def main(argv: list[str] | None = None) -> int:
             once.note(f"{flag} {folder} is not a folder: nothing read from it")
 
     # Table 1 and the accuracy bars from the run records
-    runs = load_runs(args.runs_dir)
+    every_run = load_runs(args.runs_dir)
     cells = load_cells(args.bench_dir)
-    if runs.empty and cells.empty:
+    if every_run.empty and cells.empty:
         say(f"error: nothing to report: no run record under {args.runs_dir} and no benchmark cell under "
             f"{args.bench_dir} (python run.py writes records; --runs-dir / LRA_RESULTS_DIR say where they are)")
         return 1
-    if args.profile is not None and not runs.empty and args.profile not in set(runs.profile):
+    if args.profile is not None and not every_run.empty and args.profile not in set(every_run.profile):
         ap.error(f"--profile {args.profile!r}: no record of that profile under {args.runs_dir}; it has "
-                 f"{', '.join(sorted(set(runs.profile)))}")
-    if len(left := conflicts(runs, args.profile)):
-        once.note(f"{len(left)} set(s) of records left out of Table 1: another configuration or test set than the one "
+                 f"{', '.join(sorted(set(every_run.profile)))}")
+    protocols = by_protocol(every_run)
+    if left := sum(len(conflicts(r, args.profile)) for r in protocols.values()):  # within each protocol's tables
+        once.note(f"{left} set(s) of records left out of Table 1: another configuration or test set than the one "
                   "their cell uses (Table 1's 'Left out' list names them)")
     out.mkdir(parents=True, exist_ok=True)
-    if not runs.empty and args.reference not in set(runs.attention):
-        guess = closest(args.reference, sorted(set(runs.attention)))
+    if not every_run.empty and args.reference not in set(every_run.attention):
+        guess = closest(args.reference, sorted(set(every_run.attention)))
         ap.error(f"--reference {args.reference!r}: no record of that attention under {args.runs_dir}"
-                 + (f"; did you mean {guess!r}?" if guess else f"; it has {', '.join(sorted(set(runs.attention)))}"))
+                 + (f"; did you mean {guess!r}?" if guess else
+                    f"; it has {', '.join(sorted(set(every_run.attention)))}"))
+    main = SCRATCH if SCRATCH in protocols or not protocols else next(iter(protocols))
+    runs = protocols.get(main, every_run)
+    about = f" (protocol: {main})" if len(protocols) > 1 or main != SCRATCH else ""
     profile = args.profile or pick_profile(runs)
     t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin)
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
     else:
         t1.to_csv(out / "table1.csv", index=False)
-        (out / "table1.md").write_text(f"# LRA Table 1 on this hardware\n\nRegenerate: `{command}`\n\n{md1}\n")
+        (out / "table1.md").write_text(f"# LRA Table 1 on this hardware{about}\n\nRegenerate: `{command}`\n\n{md1}\n")
         written += ["table1.md", "table1.csv"]
         sections.append(f"## Table 1: test accuracy\n\n{md1}")
         sections.append(rank_reliability(task_cells(runs, args.profile))[1])
@@ -270,6 +280,48 @@ def main(argv: list[str] | None = None) -> int:
         skipped.append("bubble chart: no run records, so no LRA score")
     else:
         skipped.append("bubble chart: no benchmark cells and no ok run record with a measured speed")
+
+    # the other protocols: one Table 1 and one chart each, and what pretraining changes
+    for label, subset in protocols.items():
+        if label == main:
+            continue
+        name = slug(label)
+        tp, mdp = table1(subset, args.profile, reference=args.reference, margin=args.margin)
+        if tp.empty:
+            skipped.append(f"Table 1 of protocol {label}: {mdp}")
+            continue
+        tp.to_csv(out / f"table1_{name}.csv", index=False)
+        (out / f"table1_{name}.md").write_text(f"# LRA Table 1 on this hardware (protocol: {label})\n\n"
+                                               f"Regenerate: `{command}`\n\n{mdp}\n")
+        written += [f"table1_{name}.md", f"table1_{name}.csv"]
+        section = f"## Protocol: {label}\n\n{mdp}\n"
+        speed_p = cells if not cells.empty else cells_from_runs(subset, profile)
+        try:
+            scores = tp if args.score_task is None else task_scores(tp, args.score_task, profile)
+            fig = bubble_chart(scores, speed_p, out / f"bubble_{name}.png", size=args.size,
+                               popularity_csv=args.popularity_csv, overlay_paper=args.overlay_paper, x=args.x,
+                               profile=profile, title=args.title, score_task=args.score_task,
+                               chance=majority_rate(subset, profile, args.score_task, scored_tasks(tp, profile)),
+                               protocol=label)
+        except ValueError as e:
+            skipped.append(f"bubble chart of protocol {label}: {e}")
+        else:
+            plt.close(fig)
+            written += [f"bubble_{name}.png", f"bubble_{name}.svg", f"bubble_{name}.csv"]
+            section += (f"![LRA bubble chart, protocol {label}](bubble_{name}.png)\n\nScore: this protocol's; speed: "
+                        "the same per-step training throughput as every protocol's chart (the benchmark's, or the "
+                        "fine-tune's own from the records): the pretraining's cost is not on this axis but in the "
+                        "protocol-effect table.\n")
+        sections.append(section)
+    if any(label != SCRATCH for label in protocols):
+        effects, spread = protocol_effects(every_run, args.profile), protocol_spread(every_run, args.profile)
+        md_effects = effects_markdown(effects, spread)
+        effects.to_csv(out / "protocols.csv", index=False)
+        spread.to_csv(out / "protocols_spread.csv", index=False)
+        (out / "protocols.md").write_text(f"# What self-pretraining changes\n\nRegenerate: `{command}`\n\n"
+                                          f"{md_effects}\n")
+        written += ["protocols.md", "protocols.csv", "protocols_spread.csv"]
+        sections.append(f"## Protocol effect: pretrained - from scratch\n\n{md_effects}\n")
 
     for s in skipped:
         say(f"skipped: {s}")

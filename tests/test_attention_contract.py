@@ -15,7 +15,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from lra_bench.attention import cites_its_source, get_attention_class
+from lra_bench.attention import Attention, cites_its_source, get_attention_class
 from lra_bench.attention import list_attentions as zoo
 from lra_bench.config.attention import attention_class, build_attention_factory
 from lra_bench.errors import ConfigError
@@ -42,14 +42,26 @@ def list_attentions() -> list[str]:
     return sorted({*zoo(), *OUTSIDE})
 
 
+ROPE = "+rope"  # a layer name with this suffix: the mixer with rotary positions (model.positions=rope)
+
+
+def layers() -> list[str]:
+    """Every mixer, and every q/k attention (``Attention``) again with rotary positions: the behaviour below holds
+    for both."""
+    return [*list_attentions(), *(n + ROPE for n in list_attentions() if issubclass(get_attention_class(n), Attention))]
+
+
 def config_of(name: str) -> Path:
     return OUTSIDE.get(name, CONFIG_DIR / f"{name}.yaml")
 
 
 def make(name: str, seq_len: int = SEQ_LEN, dropout: float = 0.0):
     torch.manual_seed(0)
-    factory = build_attention_factory(OmegaConf.load(config_of(name)))
+    base = name.removesuffix(ROPE)
+    factory = build_attention_factory(OmegaConf.load(config_of(base)))
     layer = factory(dim=DIM, num_heads=HEADS, seq_len=seq_len, dropout=dropout)
+    if name.endswith(ROPE):
+        layer.use_rotary_positions()
     return layer.eval()
 
 
@@ -93,7 +105,7 @@ def test_unknown_knob_fails_loudly(name):
         build_attention_factory(cfg)
 
 
-@pytest.mark.parametrize("name", list_attentions())
+@pytest.mark.parametrize("name", layers())
 @pytest.mark.parametrize("n", [SEQ_LEN, 37])
 def test_shapes_finite_and_gradients(name, n):
     layer = make(name).train()
@@ -109,7 +121,7 @@ def test_shapes_finite_and_gradients(name, n):
     assert layer(x, None).shape == (3, n, DIM)
 
 
-@pytest.mark.parametrize("name", list_attentions())
+@pytest.mark.parametrize("name", layers())
 def test_padding_content_never_reaches_real_positions(name):
     layer = make(name)
     x = torch.randn(4, SEQ_LEN, DIM)
@@ -121,7 +133,7 @@ def test_padding_content_never_reaches_real_positions(name):
     torch.testing.assert_close(y1[mask], y2[mask], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", list_attentions())
+@pytest.mark.parametrize("name", layers())
 def test_mask_polarity_true_means_real(name):
     """Flipping the mask must change real outputs: True marks tokens that are attended to."""
     layer = make(name)
@@ -139,7 +151,7 @@ def test_mask_polarity_true_means_real(name):
     assert not torch.allclose(y_true[mask], y_flip[mask], atol=1e-4)
 
 
-@pytest.mark.parametrize("name", [n for n in list_attentions() if get_attention_class(n).truncation_exact])
+@pytest.mark.parametrize("name", [n for n in layers() if get_attention_class(n.removesuffix(ROPE)).truncation_exact])
 def test_padded_equals_truncated_at_real_positions(name):
     layer = make(name)
     n_real = 45
@@ -152,7 +164,7 @@ def test_padded_equals_truncated_at_real_positions(name):
     torch.testing.assert_close(padded, truncated, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", list_attentions())
+@pytest.mark.parametrize("name", layers())
 def test_eval_is_deterministic(name):
     layer = make(name, dropout=0.1)
     x = torch.randn(2, SEQ_LEN, DIM)
@@ -161,7 +173,7 @@ def test_eval_is_deterministic(name):
         torch.testing.assert_close(layer(x, mask), layer(x, mask), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", list_attentions())
+@pytest.mark.parametrize("name", layers())
 def test_rejects_sequences_longer_than_seq_len(name):
     layer = make(name)
     with pytest.raises(ValueError, match="seq_len"):

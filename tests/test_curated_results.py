@@ -18,13 +18,15 @@ from tests.conftest import ROOT
 
 CURATED = sorted(p.parent for p in (ROOT / "results").glob("*/CURATED")  # the report's curated sets (a study
                  if "scripts/report.py --curated" in p.read_text())  # folder made by a tool has its own test)
-TEXT_OUTPUTS = ("table1.md", "table1.csv", "bubble.csv", "table2_model.md", "table2_model.csv")
+TEXT_OUTPUTS = ("table1.md", "table1.csv", "bubble.csv", "table2_model.md", "table2_model.csv", "table1_mlm.md",
+                "table1_matched.md", "protocols.md", "protocols.csv", "protocols_spread.csv")  # those present
 
 
 @pytest.mark.parametrize("folder", CURATED, ids=[p.name for p in CURATED])
 def test_curated_tables_regenerate_exactly_from_committed_records(folder, tmp_path, report_script):
     assert list((folder / "runs").rglob("record.json")), f"{folder}/runs holds no committed record"
-    assert list((folder / "bench").rglob("*.json")), f"{folder}/bench holds no committed benchmark cell"
+    if "\n# bench/: none" not in (folder / "CURATED").read_text():  # a set that says why it measured no speed
+        assert list((folder / "bench").rglob("*.json")), f"{folder}/bench holds no committed benchmark cell"
     done = report_script("--curated", folder.name, "--out", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     compared = 0
@@ -225,3 +227,28 @@ def test_the_s4d_legs_figures_the_docs_quote_regenerate_from_their_records():
         for figure in got:
             assert figure in docs, f"docs/benchmark.md no longer quotes {figure!r} ({task})"
 
+
+
+def test_the_protocol_figures_the_docs_quote_regenerate_from_their_records():
+    """docs/protocols.md's measured section (issue 44): every row of the protocol-effect table of the committed
+    records -- the means with their seed counts, pretrained - scratch and pretrained - control with their intervals
+    (or the point difference and why there is none) -- is quoted there as the records give it, and the runs it reads
+    are those the CURATED file names (commit 55eaccf for the pretrained runs and the controls)."""
+    from lra_bench.reports.protocols import _difference, _mean, protocol_effects
+
+    docs = " ".join((ROOT / "docs" / "protocols.md").read_text().split())
+    runs_dir = ROOT / "results" / "cpu_protocols" / "runs"
+    for r in read_records(runs_dir):
+        long = r["config"]["trainer"]["max_steps"] in (6000, 8000)
+        if r.get("protocol") == "mlm" or long or r["attention"] == "linear":
+            assert r["git_commit"].startswith("55eaccf") and r["status"] == "ok", r["run_id"]
+    effects = protocol_effects(load_runs(runs_dir), "cpu")
+    assert len(effects), "no pretrained record: nothing for the docs to quote"
+    for row in effects.itertuples():
+        quoted = [_mean(row.scratch, row.n_scratch), _mean(row.pretrained, row.n_pretrained),
+                  _mean(row.control, row.n_control),
+                  _difference(row.effect, row.effect_lo, row.effect_hi, row.effect_p_holm, row.effect_method),
+                  _difference(row.vs_control, row.vs_control_lo, row.vs_control_hi, row.vs_control_p_holm,
+                              row.vs_control_method)]
+        for figure in filter(None, quoted):
+            assert figure in docs, f"docs/protocols.md does not quote {figure!r} ({row.task} {row.attention})"

@@ -46,7 +46,7 @@ from lra_bench.store.records import REQUIRED_FIELDS, read_records, semantic_hash
 from lra_bench.train import checkpoint
 from lra_bench.train.estimate import GuardSettings
 from lra_bench.train.loop import Preempted
-from lra_bench.train.settings import TrainerSettings
+from lra_bench.train.settings import PretrainSettings, TrainerSettings
 from tests.conftest import CONFIGS, ROOT, compose_run
 
 SMOKE = ["profile=smoke", "trainer.max_steps=40", "trainer.eval_every=20", "trainer.checkpoint_every=10"]
@@ -85,7 +85,8 @@ def mixer(cls_name: str) -> list[str]:
 
 def config_classes() -> list[tuple[str, type, tuple[str, ...], str]]:
     """(where, class, arguments the harness supplies, key prefix) of every class a config section builds: every
-    registered mixer, both model blocks, every task of configs/task, the generators, trainer and logger."""
+    registered mixer, both model blocks, every task of configs/task, the generators, trainer, logger, guard and
+    pretrain."""
     out = [(f"attention={n}", get_attention_class(n), ENCODER_SUPPLIED, "attention") for n in list_attentions()]
     out += [("model", block, TASK_SUPPLIED_TO_ENCODER, "model") for block in (Encoder, SSMEncoder)]
     tasks = {resolve_class(_yaml(CONFIGS / "task" / f"{n}.yaml")["_target_"], Task, "task", [])
@@ -94,7 +95,7 @@ def config_classes() -> list[tuple[str, type, tuple[str, ...], str]]:
     out += [("task.generator", ListOpsSpec, (), "task.generator"), ("task.generator", PathfinderSpec, (),
                                                                       "task.generator"),
             ("trainer", TrainerSettings, (), "trainer"), ("logger", LoggerSettings, (), "logger"),
-            ("guard", GuardSettings, (), "guard")]
+            ("guard", GuardSettings, (), "guard"), ("pretrain", PretrainSettings, (), "pretrain")]
     return out
 
 

@@ -37,10 +37,14 @@ def start(root: Path, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # hydra logs to stdout
 
 
-def wait_for_checkpoint(root: Path, min_step: int, proc: subprocess.Popen, timeout: float = 240) -> None:
+def wait_for_checkpoint(root: Path, min_step: int, proc: subprocess.Popen, timeout: float = 240,
+                        where: str | None = None) -> None:
+    """Until a checkpoint at ``min_step`` or later exists (``where``: only in folders of that name)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         for meta in (root / "cache" / "checkpoints").rglob("ckpt.json"):
+            if where is not None and meta.parent.name != where:
+                continue
             try:
                 if json.loads(meta.read_text())["step"] >= min_step:
                     return

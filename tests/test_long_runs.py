@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from lra_bench.run import runner
 from lra_bench.store import predictions
@@ -141,3 +142,14 @@ def test_a_second_ctrl_c_stops_at_once_and_the_last_checkpoint_resumes(tmp_path)
     assert "resum" in (again.stdout + again.stderr).lower()  # from the last checkpoint, step 4
     (record,) = read_records(tmp_path / "runs")
     assert record["restarts"] == 1
+
+
+def test_the_estimate_counts_the_pretraining_steps_and_the_advice_shrinks_both_phases(monkeypatch):
+    monkeypatch.setattr(estimate, "probe_step_seconds", lambda *a: [1.0, 1.5])  # 1 s fixed, 0.5 s per example
+    settings = type("S", (), {"batch_size": 32})()
+    e = estimate.estimate_training(None, None, settings, None, steps=100, pretrain=(300, 8))
+    assert e.pretrain_s == pytest.approx(300 * (1.0 + 0.5 * 7)) and e.step_s == pytest.approx(16.5)
+    assert e.train_s == pytest.approx(100 * 16.5 + 300 * 4.5) and "300 pretraining steps" in e.describe()
+    guard = estimate.GuardSettings(max_hours=0.505 * e.train_s / 3600)  # about half of it fits
+    with pytest.raises(estimate.RunTooLong, match="pretrain.max_steps=151 with trainer.max_steps=50 "):
+        estimate.check_guard(e, guard, "cpu", torch.device("cpu"))

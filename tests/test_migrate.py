@@ -74,7 +74,7 @@ def test_no_committed_record_names_a_moved_class():
 def test_every_committed_experiment_composes_to_its_records_hash(tmp_path):
     """Today's code gives every committed record's experiment the record's own config hash: a knob added since
     (records.NEUTRAL_DEFAULTS) or a moved class (migrate.RENAMES) changed no identity, so reports pair old records
-    with new runs and a resumed sweep skips what is done. One record per folder, task and mixer."""
+    with new runs and a resumed sweep skips what is done. One record per folder, task, mixer, protocol and budget."""
     import json
 
     from omegaconf import OmegaConf
@@ -85,16 +85,20 @@ def test_every_committed_experiment_composes_to_its_records_hash(tmp_path):
     seen, checked = set(), 0
     for path in sorted((ROOT / "results").rglob("record.json")):
         record = json.loads(path.read_text())
-        key = (path.relative_to(ROOT / "results").parts[:2], record["task"], record["attention"])
+        config = record["config"]
+        pretrain = (config.get("pretrain") or {}).get("name", "none")  # issue 44: the protocol's group
+        key = (path.relative_to(ROOT / "results").parts[:2], record["task"], record["attention"], pretrain,
+               config["trainer"]["max_steps"])
         if key in seen:
             continue
         seen.add(key)
-        config = record["config"]
         overrides = [f"attention={record['attention']}", f"task={record['task']}", f"profile={record['profile']}",
-                     f"seed={record['seed']}"] + (["model=ssm"] if config["model"].get("block") == "ssm" else [])
+                     f"seed={record['seed']}"] + (["model=ssm"] if config["model"].get("block") == "ssm" else []) + (
+                         [f"pretrain={pretrain}"] if pretrain != "none" else [])
         composed = OmegaConf.to_container(compose_run(overrides, tmp_path), resolve=True)
         for section, values in (("attention", config["attention"]), ("task", config["task"]),
-                                ("task.generator", config["task"].get("generator") or {})):
+                                ("task.generator", config["task"].get("generator") or {}),
+                                ("trainer", config["trainer"])):  # a compute-matched control's steps
             now = composed["task"].get("generator") or {} if section == "task.generator" else composed[section]
             overrides += [f"{section}.{k}={json.dumps(v)}" for k, v in values.items()
                           if not isinstance(v, dict) and now.get(k) != v]

@@ -50,6 +50,14 @@ def test_a_full_run_is_measured_and_preferred_over_a_probe():
     assert re.search(r"\|\s*listops\s*\|\s*flash\s*\|", md) and "fits in one night" in md
 
 
+def test_a_self_pretrained_run_is_not_a_measure_of_the_protocol_from_scratch():
+    protocol = Protocol(max_steps=100, eval_every=50)
+    pretrained = probe_record(finished_at="2026-12-24T00:00:00", wall_time_s=50.0)
+    pretrained["config"] = {**pretrained["config"], "pretrain": {"name": "mlm", "max_steps": 100}}
+    table = planning_table([probe_record(finished_at="2026-01-01T00:00:00"), pretrained], {"listops": protocol})
+    assert table.to_dict("records")[0]["hours"] == pytest.approx(25.0 / 3600) and len(table) == 1
+
+
 def test_tasks_that_need_a_cluster_are_named():
     table = planning_table([probe_record(a) for a in ("flash", "softmax", "bigbird")],
                            {"listops": Protocol(max_steps=200_000, eval_every=50)})

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from lra_bench.attention._rope import RotaryPositions
 from lra_bench.checks import fraction
 from lra_bench.errors import ConfigError
 
@@ -111,6 +112,12 @@ class TokenMixer(nn.Module, abc.ABC):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """x: (B, N, C); mask: (B, N) bool, True = real, or None. Returns (B, N, C)."""
 
+    @property
+    def causal(self) -> bool:
+        """True when the output at position t depends on positions <= t only (next-token pretraining,
+        ``pretrain=causal``, needs it). The zoo's attentions see both directions; a causal mixer overrides this."""
+        return False
+
     def param_settings(self) -> dict[str, ParamSettings]:
         """Per-parameter optimizer settings, keyed by the name in ``self.named_parameters()``; the trainer (and the
         benchmark's step) builds AdamW parameter groups from them and the run record lists the groups. Default:
@@ -150,12 +157,20 @@ class Attention(TokenMixer):
         super().__init__(dim, num_heads, seq_len, dropout)
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
+        self.rotary: RotaryPositions | None = None  # model.positions=rope: use_rotary_positions()
+
+    def use_rotary_positions(self) -> None:
+        """Rotate q and k by their positions before ``attend`` (RoPE, ``model.positions=rope``; the encoder calls
+        this on every layer). No parameters are added, so checkpoints and state dicts keep their keys."""
+        self.rotary = RotaryPositions(self.head_dim, self.seq_len)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         self.check_input(x, mask)
         q, k, v = rearrange(
             self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.num_heads
         )  # each (B, H, N, D)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)  # (B, H, N, D): positions enter as rotations of q and k
         y = self.attend(q, k, v, mask)  # (B, H, N, D)
         y = rearrange(y, "b h n d -> b n (h d)")  # (B, N, C)
         return self.out_drop(self.out(y))
@@ -238,6 +253,12 @@ class SSMMixer(TokenMixer):
     (``ChannelDropout``), before the GELU (s4's ``FFTConv``) as well as after it (s4's ``S4Block``)."""
 
     output_linear: nn.Module
+    bidirectional: bool
+
+    @property
+    def causal(self) -> bool:
+        """A state-space mixer is causal when it runs one direction only (``attention.bidirectional=false``)."""
+        return not self.bidirectional
 
     def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)

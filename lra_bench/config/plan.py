@@ -18,7 +18,9 @@ import numpy as np
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
+from lra_bench.attention.base import TokenMixer
 from lra_bench.checks import Seed, check_kwargs, check_value, non_finite
 from lra_bench.config.attention import attention_class, build_attention_factory
 from lra_bench.config.sections import (
@@ -33,17 +35,29 @@ from lra_bench.config.sections import (
 from lra_bench.errors import ConfigError
 from lra_bench.infra.loggers import LoggerSettings
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
+from lra_bench.models.pretraining import Pretrainer
 from lra_bench.models.ssm import LinearDecoder, SSMEncoder
 from lra_bench.store.files import inside, stable_hash
-from lra_bench.store.records import run_dir
+from lra_bench.store.records import protocol_of, run_dir
 from lra_bench.train.estimate import GuardSettings
-from lra_bench.train.settings import TrainerSettings
+from lra_bench.train.settings import PretrainSettings, TrainerSettings
 
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
 RUN_SECTIONS = ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed")
 RESUME = Literal["auto", "force"]  # auto: resume only this run's own checkpoint (config hash, code); force: any
 #: the environment variable behind each folder of configs/paths/default.yaml
 PATH_ENV = {"results_dir": "LRA_RESULTS_DIR", "cache_dir": "LRA_CACHE_DIR", "bench_dir": "LRA_BENCH_DIR"}
+PRETRAIN_FORMAT = 1  # bump when pretraining computes something else: cached encoders of older code are not reused
+
+
+@dataclass
+class PretrainPlan:
+    """The self-pretraining phase of a run (``pretrain=mlm|causal``): its settings, the model that trains the
+    classifier's own encoder, and the key of the pretrained encoder in the cache (config and seed)."""
+
+    settings: PretrainSettings
+    model: Pretrainer
+    cache_key: str
 
 
 @dataclass
@@ -64,8 +78,22 @@ class Plan:
     device: torch.device
     config: dict[str, Any]  # the resolved config, as the record and the logger keep it
     rerun: bool = False  # run again even when a finished record exists
+    pretrain: PretrainPlan | None = None  # pretrain=none: trained from scratch
     guard: GuardSettings = field(default_factory=GuardSettings)  # the longest run that starts unforced
     resume: str = "auto"  # "force": resume a checkpoint whose config hash or code version differs from this run's
+
+    @property
+    def protocol(self) -> str:
+        """"scratch", or the pretraining objective ("mlm", "causal"): what the record says and reports group by."""
+        return protocol_of(self.config)
+
+    @property
+    def pretrained_dir(self) -> Path:
+        """Where the pretrained encoder of this run's pretraining config and seed is cached: every run that shares
+        them (a sweep of the fine-tune's settings) reuses it instead of pretraining again."""
+        assert self.pretrain is not None
+        key = self.pretrain.cache_key[:16]
+        return inside(self.cache_dir / "pretrained", self.task.name, self.attention, f"seed{self.seed}-{key}")
 
     @property
     def model_name(self) -> str:
@@ -160,6 +188,49 @@ def build_model(model_section: DictConfig | dict[str, Any], attention_section: D
     return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)
 
 
+#: trainer keys that only the fine-tune uses (the pretraining has its own): left out of the pretraining's cache key
+FINE_TUNE_ONLY = ("max_steps", "batch_size", "lr", "schedule", "warmup_steps", "schedule_steps", "weight_decay",
+                  "eval_every")
+
+
+def build_pretrain(cfg: DictConfig, model: nn.Module, task: Any, seed: int,
+                   device: torch.device) -> PretrainPlan | None:
+    """The pretraining phase of ``pretrain=mlm|causal`` (None for ``pretrain=none`` or a config without the group):
+    its settings checked against the task and the mixers, its model built without touching the global RNG (the
+    classifier's initialisation and the fine-tune's random stream are those of the same run from scratch)."""
+    section = cfg.get("pretrain")
+    name = section.get("name", "none") if section is not None else "none"
+    check_name("pretrain", name, group_options("pretrain"))
+    if name == "none":
+        if set(section) - {"name"}:
+            raise ConfigError(f"pretrain=none has no settings, got {sorted(set(section) - {'name'})}: choose "
+                              "pretrain=mlm or pretrain=causal to pretrain")
+        return None
+    if task.name not in (section.get("task_defaults") or {}) and any(
+            OmegaConf.is_interpolation(section, k) for k in ("mask_rate", "loss") if k in section):
+        raise ConfigError(f"pretrain={name} has no default loss or mask rate for task {task.name!r} (its "
+                          "task_defaults): set them, e.g. pretrain.loss=ce" + (" pretrain.mask_rate=0.15"
+                                                                                if name == "mlm" else ""))
+    settings = section_dataclass(PretrainSettings, section, "pretrain")
+    if settings.loss == "l1" and not task.pixels:
+        raise ConfigError(f"pretrain.loss=l1 regresses a grey value, and task {task.name!r} has tokens, not pixels: "
+                          "use pretrain.loss=ce")
+    mixers = [m for m in model.modules() if isinstance(m, TokenMixer)]
+    if name == "causal" and not all(m.causal for m in mixers):
+        raise ConfigError(f"pretrain=causal predicts the next token, which needs a causal mixer; attention="
+                          f"{mixers[0].name} sees both directions. Use pretrain=mlm, or a causal mixer: "
+                          "attention=s4d or attention=lru with attention.bidirectional=false")
+    encoder = model.encoder
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        pretrainer = Pretrainer(encoder, encoder.dim, task.vocab_size, settings.loss, task.dual)
+    config = run_container(cfg)
+    trainer = {k: v for k, v in config["trainer"].items() if k not in FINE_TUNE_ONLY}
+    key = stable_hash({"format": PRETRAIN_FORMAT, "seed": seed, "device": device.type, "trainer": trainer,
+                       **{k: config[k] for k in ("task", "model", "attention", "pretrain")}})
+    return PretrainPlan(settings=settings, model=pretrainer, cache_key=key)
+
+
 @contextlib.contextmanager
 def mixer_built(factory: functools.partial) -> Iterator[None]:
     """Any error a mixer's constructor raises (torch's own checks included) becomes one ConfigError naming the mixer
@@ -226,8 +297,10 @@ def plan(cfg: DictConfig) -> Plan:
     task.check_source()
     seed_everything(cfg.seed)
     model = build_model(cfg.model, cfg.attention, task)
+    pretrain = build_pretrain(cfg, model, task, int(cfg.seed), device)
     guard = section_dataclass(GuardSettings, cfg.get("guard") or {}, "guard")
     return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
                 profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),
                 cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(config), device=device, config=config,
-                rerun=bool(cfg.get("rerun", False)), resume=str(config.get("resume", "auto")), guard=guard)
+                rerun=bool(cfg.get("rerun", False)), resume=str(config.get("resume", "auto")), guard=guard,
+                pretrain=pretrain)

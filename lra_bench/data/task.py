@@ -8,6 +8,8 @@ model-facing contract:
     num_classes  labels are in [0, num_classes)
     pad_id       the id of padding (mask = ids != pad_id), or None when every position is real (images)
     dual         True for two-document tasks (retrieval): inputs are (n, 2, max_len)
+    pixels       True when token ids are grey levels 0..vocab_size-1 (image, Pathfinder): ordered values, which a
+                 pretraining loss may regress (``pretrain.loss=l1``)
     sources      the values ``source`` may take besides "synthetic"
 
 ``load(cache_dir)`` returns ``CachedSplits`` with uint8/uint16 inputs of shape (n, max_len) — or
@@ -54,6 +56,7 @@ class Task:
     num_classes: ClassVar[int]
     pad_id: ClassVar[int | None] = 0
     dual: ClassVar[bool] = False
+    pixels: ClassVar[bool] = False
     sources: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:

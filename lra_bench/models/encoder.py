@@ -4,6 +4,11 @@ Mirrors LRA's ``models/transformer/transformer.py``: token embedding; sinusoidal
 positions; optional learned CLS token prepended; blocks ``x + Drop(Attn(LN(x)))`` then
 ``x + MLP(LN(x))`` with GELU; final LayerNorm; CLS or masked-mean pooling; head
 ``Dense(mlp_dim) -> ReLU -> Dense(num_classes)``. Padding mask = ``input_ids != pad_id``.
+``positions: rope`` adds nothing to the embeddings and rotates every layer's queries and keys instead (RoFormer,
+``lra_bench/attention/_rope.py``); it needs q/k attention.
+
+The forward pass is split so that self-pretraining (``lra_bench.models.pretraining``) reads the same encoder per
+token: ``embed`` (ids -> (B, L, C)), ``states`` (embedded tokens -> every position's final state) and ``pooled``.
 
 Axes: B batch, N tokens (incl. CLS), C model dim.
 """
@@ -18,7 +23,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention.base import TokenMixer
+from lra_bench.attention.base import Attention, TokenMixer
 from lra_bench.checks import Count, DropRate, fraction
 from lra_bench.errors import ConfigError
 
@@ -64,7 +69,8 @@ class Encoder(nn.Module):
             seq_len, dropout for each layer.
         vocab_size, max_len, pad_id: from the task (pad_id None: every position is real, no mask).
         dim, depth, num_heads, mlp_dim, dropout: model size (``configs/model``).
-        positions: "sinusoidal" (LRA default) or "learned".
+        positions: "sinusoidal" (LRA default), "learned", or "rope" (rotary, applied to q and k in every layer;
+            only for q/k attention, ``lra_bench.attention.base.Attention``).
         pool: "cls" (learned token prepended) or "mean" (mean over real tokens).
     """
 
@@ -79,13 +85,13 @@ class Encoder(nn.Module):
         num_heads: Count,
         mlp_dim: Count,
         dropout: DropRate,
-        positions: Literal["sinusoidal", "learned"],
+        positions: Literal["sinusoidal", "learned", "rope"],
         pool: Literal["cls", "mean"],
     ) -> None:
         super().__init__()
         fraction("model.dropout", dropout)
-        if positions not in ("sinusoidal", "learned"):
-            raise ConfigError(f"model.positions must be 'sinusoidal' or 'learned', got {positions!r}")
+        if positions not in ("sinusoidal", "learned", "rope"):
+            raise ConfigError(f"model.positions must be 'sinusoidal', 'learned' or 'rope', got {positions!r}")
         if pool not in ("cls", "mean"):
             raise ConfigError(f"model.pool must be 'cls' or 'mean', got {pool!r}")
         self.pad_id, self.pool, self.dim = pad_id, pool, dim
@@ -95,32 +101,63 @@ class Encoder(nn.Module):
         self.cls = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
         if positions == "learned":
             self.pos = nn.Parameter(torch.randn(1, seq_len, dim) * 0.02)
-        else:
+        elif positions == "sinusoidal":
             self.register_buffer("pos", sinusoidal_positions(seq_len, dim)[None], persistent=False)
+        else:
+            self.pos = None  # rope: positions rotate q and k inside every layer
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             Block(attention(dim=dim, num_heads=num_heads, seq_len=seq_len, dropout=dropout), dim, mlp_dim, dropout)
             for _ in range(depth)
         )
+        if positions == "rope":
+            for block in self.blocks:
+                if not isinstance(block.attn, Attention):
+                    raise ConfigError(f"model.positions=rope rotates the queries and keys of attention; "
+                                      f"attention={block.attn.name} has none ({type(block.attn).__name__} mixes "
+                                      "tokens without q/k), so it does not apply: use model.positions=sinusoidal "
+                                      "or learned")
+                block.attn.use_rotary_positions()
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, input_ids: Tensor) -> Tensor:
-        mask = None if self.pad_id is None else input_ids != self.pad_id  # (B, L) True = real token
-        x = self.embed(input_ids)  # (B, L, C)
+    def padding(self, input_ids: Tensor) -> Tensor | None:
+        """(B, L) True = real token, or None when every position is real (pad_id None)."""
+        return None if self.pad_id is None else input_ids != self.pad_id
+
+    def states(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """Embedded tokens x (B, L, C) and their padding mask -> every position's final state (B, N, C), N = L (+1
+        for the CLS token, first), with the mask of those N positions."""
         if self.cls is not None:
             x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)  # (B, 1 + L, C)
             if mask is not None:
                 mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)  # (B, 1 + L)
-        x = self.drop(x + self.pos[:, : x.shape[1]])
+        x = self.drop(x if self.pos is None else x + self.pos[:, : x.shape[1]])
         for block in self.blocks:
             x = block(x, mask)
-        x = self.norm(x)  # (B, N, C)
+        return self.norm(x), mask  # (B, N, C)
+
+    def token_states(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """``states`` of the L tokens only (the CLS token left out): (B, L, C), one per input position."""
+        out, _ = self.states(x, mask)
+        return out if self.cls is None else out[:, 1:]
+
+    def pooled(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """(B, N, C) states -> (B, C): the CLS token's, or the mean over real positions."""
         if self.cls is not None:
             return x[:, 0]  # (B, C)
-        if mask is None:
-            return x.mean(1)  # (B, C)
-        weights = mask.to(x.dtype)[..., None]  # (B, N, 1)
-        return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, C)
+        return masked_mean(x, mask)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        x, mask = self.states(self.embed(input_ids), self.padding(input_ids))  # (B, N, C)
+        return self.pooled(x, mask)
+
+
+def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean of (B, N, C) over the positions where mask (B, N) is True (all of them when None) -> (B, C)."""
+    if mask is None:
+        return x.mean(1)  # (B, C)
+    weights = mask.to(x.dtype)[..., None]  # (B, N, 1)
+    return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, C)
 
 
 class Classifier(nn.Module):

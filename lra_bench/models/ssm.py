@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from lra_bench.attention.base import ChannelDropout, SSMMixer, TokenMixer
 from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
+from lra_bench.models.encoder import masked_mean
 
 
 def make_norm(norm: str, dim: int) -> nn.Module:
@@ -102,17 +103,21 @@ class SSMEncoder(nn.Module):
         self.blocks = nn.ModuleList(SSMBlock(mixer, dim, dropout, norm, prenorm, tie_dropout) for mixer in mixers)
         self.final_norm = make_norm(norm, dim) if prenorm else None
 
-    def forward(self, input_ids: Tensor) -> Tensor:
-        mask = None if self.pad_id is None else input_ids != self.pad_id  # (B, L) True = real token
-        x = self.embed(input_ids)  # (B, L, C)
+    def padding(self, input_ids: Tensor) -> Tensor | None:
+        """(B, L) True = real token, or None when every position is real (pad_id None)."""
+        return None if self.pad_id is None else input_ids != self.pad_id
+
+    def token_states(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """Embedded tokens x (B, L, C) and their padding mask -> every token's final state (B, L, C)."""
         for block in self.blocks:
             x = block(x, mask)
         if self.final_norm is not None:
             x = normalise(self.final_norm, x)  # (B, L, C)
-        if mask is None:
-            return x.mean(1)  # (B, C)
-        weights = mask.to(x.dtype)[..., None]  # (B, L, 1)
-        return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, C)
+        return x
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        mask = self.padding(input_ids)  # (B, L) True = real token
+        return masked_mean(self.token_states(self.embed(input_ids), mask), mask)  # (B, C)
 
 
 class LinearDecoder(nn.Module):

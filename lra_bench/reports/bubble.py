@@ -445,7 +445,8 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
 def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
                  popularity_csv: Path | str | None = None, overlay_paper: bool = False, x: str = "examples_per_s",
                  profile: str | None = None, title: str | None = None, device: str | None = None,
-                 xscale: str = "auto", score_task: str | None = None, chance: float | None = None):
+                 xscale: str = "auto", score_task: str | None = None, chance: float | None = None,
+                 protocol: str | None = None):
     """Draw the bubble chart; save ``path`` (PNG) and the SVG beside it when ``path`` is given.
 
     ``scores``: a Table 1 frame (:func:`lra_bench.reports.table1.table1`), a frame with attention, score
@@ -453,7 +454,9 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     (:func:`lra_bench.reports.efficiency.load_cells`). ``score_task``: the scores are that one task's test
     accuracy (:func:`lra_bench.reports.task_vs_paper.task_scores`), not an LRA average; the axis and the paper's
     overlaid points say so. ``chance``: the majority-class rate (%) on the score's scale, drawn as a dashed line
-    (``majority_rate`` computes it from the records). Raises ValueError when nothing can be plotted.
+    (``majority_rate`` computes it from the records). ``protocol``: the training protocol of the scores (self-
+    pretrained runs, ``reports.protocols``), named in the title; the speed stays the per-step training throughput,
+    whatever the protocol. Raises ValueError when nothing can be plotted.
     """
     data, omitted, meta = bubble_data(scores, efficiency, size, popularity_csv, x, profile)
     if data.empty:
@@ -529,7 +532,8 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     else:
         ax.set_ylabel("LRA score (%): mean test accuracy over the 5 tasks")
     ax.grid(True, alpha=0.3)
-    fig.suptitle(title or _title(meta, device, score_task, data), fontsize=12)
+    fig.suptitle((title or _title(meta, device, score_task, data)) + (f", protocol {protocol}" if protocol else ""),
+                 fontsize=12)
     task = f"task {meta['task']}, " if meta.get("task") else ""
     if meta["speed_source"] == FROM_RECORDS:
         ax.set_title(f"speed and memory: the sweep's own training runs, as recorded ({task}device {meta['device']}, "

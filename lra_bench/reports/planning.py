@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from lra_bench.store.records import protocol_of
+
 OVERNIGHT_HOURS = 12.0
 
 
@@ -49,10 +51,13 @@ def whole_run_seconds(record: dict, protocol: Protocol) -> tuple[float, str]:
 
 
 def planning_table(records: list[dict], protocols: dict[str, Protocol]) -> pd.DataFrame:
-    """One row per (task, attention): the newest ok record's whole-run time, full runs preferred over probes."""
+    """One row per (task, attention): the newest ok record's whole-run time, full runs preferred over probes. Runs
+    trained from scratch only (LRA's protocol): a self-pretrained run's wall time holds another phase."""
     rows = []
     for r in records:
         if r.get("status") != "ok" or r["task"] not in protocols or "phases" not in r:
+            continue
+        if protocol_of(r.get("config")) != "scratch":
             continue
         protocol = protocols[r["task"]]
         seconds, how = whole_run_seconds(r, protocol)

@@ -9,7 +9,10 @@ Rules, stated once:
   warning, never fatal. Of several records with the same ``config_hash`` only the latest counts. Names (task,
   attention, profile) are shown with control characters escaped, so no record can split a row.
 * Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
-* A cell is (profile, attention, task), and it holds one identity: one configuration (the resolved config but the
+* A cell is (profile, attention, task) under one training protocol (``records.protocol_of``: from scratch, or
+  self-pretrained first): records of several protocols are split first (``reports.protocols.by_protocol``, one
+  Table 1 each) and never share a cell.
+* Within a protocol, a cell holds one identity: one configuration (the resolved config but the
   seed: ``variant``) scored on one test set (``test_set``, the test inputs' and labels' fingerprint). When records
   of several identities share a cell, the identity of the newest ok record is used (the newest record's, when none
   is ok): a later success replaces an earlier failure of another configuration. The others are left out and listed
@@ -54,7 +57,7 @@ from lra_bench.stats.intervals import (
     wilson,
 )
 from lra_bench.store import predictions
-from lra_bench.store.records import RECORD_NAME, STATUSES, semantic_hash
+from lra_bench.store.records import RECORD_NAME, STATUSES, protocol_of, semantic_hash
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +72,8 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
                "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions",
-               "variant", "test_set", "code_version"]
+               "variant", "test_set", "code_version",
+               "protocol", "pair_key", "ft_steps", "pt_steps", "pretrain_s", "train_loop_s", "pretraining"]
 CELL = ["profile", "attention", "task"]
 IDENTITY = ["variant", "test_set"]
 REFERENCE = "softmax"  # what every variant is tested against unless told otherwise (--reference)
@@ -90,6 +94,16 @@ def _number(value) -> float:
     except (TypeError, ValueError):
         return math.nan
     return out if math.isfinite(out) else math.nan
+
+
+def pairing(config: dict) -> tuple[str, float, float]:
+    """(pair_key, fine-tune steps, pretraining steps) of a resolved config: runs that differ only in their
+    protocol, seed and step budgets share the pair_key (the protocol-effect table pairs them by it)."""
+    trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
+    pre = config.get("pretrain") if isinstance(config.get("pretrain"), dict) else {}
+    rest = {k: v for k, v in config.items() if k not in ("pretrain", "seed", "trainer")}
+    key = semantic_hash({**rest, "trainer": {k: v for k, v in trainer.items() if k != "max_steps"}})
+    return key, _number(trainer.get("max_steps")), _number(pre.get("max_steps", 0))
 
 
 def printable(text: str) -> str:
@@ -123,6 +137,8 @@ def _row(rec: dict) -> dict:
         raise ValueError(f"status {rec['status']!r} not in {STATUSES}")
     thr = rec.get("throughput") if isinstance(rec.get("throughput"), dict) else {}
     mem = rec.get("memory") if isinstance(rec.get("memory"), dict) else {}
+    phases = rec.get("phases") if isinstance(rec.get("phases"), dict) else {}
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     acc = _number(rec.get("test_acc"))
     if not math.isnan(acc) and not 0.0 <= acc <= 1.0:
         raise ValueError(f"test_acc {acc} outside [0, 1]")
@@ -141,6 +157,10 @@ def _row(rec: dict) -> dict:
         "test_examples": _number(rec.get("test_examples")),
         "predictions": rec[predictions.FIELD] if isinstance(rec.get(predictions.FIELD), dict) else None,
         "variant": variant_of(rec), "test_set": test_set_of(rec), "code_version": str(rec.get("code_version") or ""),
+        "protocol": protocol_of(config), **dict(zip(("pair_key", "ft_steps", "pt_steps"), pairing(config),
+                                                   strict=True)),
+        "pretrain_s": _number(phases.get("pretrain_s")), "train_loop_s": _number(phases.get("train_loop_s")),
+        "pretraining": rec["pretraining"] if isinstance(rec.get("pretraining"), dict) else None,
     }
 
 
@@ -178,6 +198,11 @@ def _candidates(df: pd.DataFrame, profile: str | None) -> pd.DataFrame:
     out = df[~df["synthetic"].astype(bool)]
     if profile is not None:
         out = out[out["profile"] == profile]
+    mixed = out.groupby(["profile", "attention", "task"])["protocol"].nunique() if "protocol" in out else None
+    if mixed is not None and (mixed > 1).any():
+        cells = ", ".join(f"{a}/{t} ({p})" for p, a, t in mixed[mixed > 1].index)
+        raise ValueError(f"records of several training protocols in one cell: {cells}; give each protocol its own "
+                         "table (lra_bench.reports.protocols.by_protocol)")
     out = out.sort_values(["finished_at", "path"], kind="stable")
     if out.empty:
         return out.assign(_rank=pd.Series(dtype=int))

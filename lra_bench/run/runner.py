@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 import lra_bench
 from lra_bench.config.plan import Plan, plan, use_deterministic_algorithms
 from lra_bench.data.cache import CachedSplits
-from lra_bench.errors import CheckpointMismatch, LRABenchError, RunFailed, RunInProgress
+from lra_bench.errors import CheckpointMismatch, ConfigError, LRABenchError, RunFailed, RunInProgress
 from lra_bench.infra import distributed
 from lra_bench.infra.loggers import LoggerSettings, build_logger
 from lra_bench.infra.memory import is_oom, memory_kind, rss_bytes
@@ -49,9 +49,12 @@ from lra_bench.train import checkpoint
 from lra_bench.train.contract import watch_mixers
 from lra_bench.train.estimate import RunTooLong, guard_run
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, predict, train
+from lra_bench.train.pretrain import pretrain
 from lra_bench.train.step import compile_enabled
 
 log = logging.getLogger(__name__)
+
+PRETRAIN_DIR = "pretrain"  # the pretraining's checkpoints: a sub-folder of the run's checkpoint folder
 
 SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would repeat them
 
@@ -180,7 +183,7 @@ def record_header(p: Plan, status: str, message: str) -> dict[str, Any]:
     record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}
     record.update({
         "run_id": p.run_dir.name, "attention": p.attention, "task": p.task.name, "model": p.model_name,
-        "profile": p.profile, "seed": p.seed, "config": p.config, "config_hash": p.config_hash,
+        "profile": p.profile, "seed": p.seed, "protocol": p.protocol, "config": p.config, "config_hash": p.config_hash,
         "code_version": code_version(), "test_fingerprint": None,
         "status": status, "message": message, "throughput": {}, "memory": {}, "torch_version": torch.__version__,
         "git_commit": git_commit(), "finished_at": dt.datetime.now(dt.UTC).isoformat(),
@@ -226,6 +229,8 @@ def settle_checkpoint(p: Plan, done: dict[str, Any] | None, is_main: bool) -> di
       ``CheckpointMismatch`` -- ``rerun=true`` sets it aside and starts over, ``resume=force`` resumes it anyway."""
     directory = p.checkpoint_dir
     stored = checkpoint.stored_identity(directory) if directory.is_dir() else None
+    if stored is None and (directory / PRETRAIN_DIR).is_dir():  # interrupted in the pretraining phase
+        stored = checkpoint.stored_identity(directory / PRETRAIN_DIR)
     replaces = None
     if done is not None:
         if stored is not None and done.get("checksum") and stored.get("replaces") == done["checksum"]:
@@ -272,7 +277,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     # rank 0 alone holds the lock: the other ranks of one torchrun job are the same run
     with run_lock(p.run_dir) if dinfo.is_main else contextlib.nullcontext(), stop_on_signals() as stop:
         if dinfo.is_main:  # this process holds the run: what a killed one left here is stale
-            remove_stale_temps(p.run_dir, p.run_dir / ATTEMPTS, p.checkpoint_dir)
+            remove_stale_temps(p.run_dir, p.run_dir / ATTEMPTS, p.checkpoint_dir, p.checkpoint_dir / PRETRAIN_DIR)
         done = finished_record(p)
         try:
             identity = settle_checkpoint(p, done, dinfo.is_main)  # a refused checkpoint is a failed attempt
@@ -309,16 +314,23 @@ class Outcome:
     test_predicted: np.ndarray | None = None  # the predicted class of every test example
     test_seconds: float | None = None
     baseline_rss: int | None = None  # resident memory before training (bytes)
+    pretraining: dict[str, Any] | None = None  # the pretraining phase's measurements (pretrain=mlm|causal)
 
 
 def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started: float,
                 identity: dict[str, Any]) -> dict[str, Any]:
     """``run`` once this process holds the run's lock and the signal handlers are in place."""
     stop.phase = "data preparation"
+    if p.pretrain is not None and dinfo.enabled and checkpoint.load(p.pretrained_dir) is None:
+        raise ConfigError(f"pretrain={p.protocol} under torchrun needs its pretrained encoder cached: pretrain in one "
+                          f"process first (the same command without torchrun; it caches {p.pretrained_dir}), then "
+                          "fine-tune under torchrun")
     use_deterministic_algorithms(p.trainer.deterministic)
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
     if not dinfo.enabled and not checkpoint.exists(p.checkpoint_dir):  # before any data: too long, say so now
-        guard_run(p.model, p.task, p.trainer, device, p.trainer.max_steps, p.guard, p.profile)
+        pre = p.pretrain.settings if p.pretrain is not None and not checkpoint.exists(p.pretrained_dir) else None
+        guard_run(p.model, p.task, p.trainer, device, p.trainer.max_steps, p.guard, p.profile,
+                  (pre.max_steps, pre.batch_size) if pre else (0, 0))  # a cached encoder is not pretrained again
     t0 = time.perf_counter()
     with stop_checked(stop.raise_if_received):  # generation and decoding loops stop at their next chunk
         data = p.task.load(p.cache_dir)
@@ -345,12 +357,18 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     record["compiled"] = compiled
     record["param_groups"] = outcome.result.param_groups if outcome.result else None  # names, lr, weight decay
     result = outcome.result
+    pre = outcome.pretraining
+    record["pretraining"] = pre  # None when trained from scratch
     record["phases"] = {  # wall seconds; what the rest of wall_time_s is: start-up, model build, record writing
         "data_s": data_seconds,
+        "pretrain_s": pre["loop_s"] if pre else None,  # the pretraining's loop, this run's or the cached one's
+        "pretrain_reused": pre["reused"] if pre else None,  # true: the cached encoder, not paid again by this run
         "train_loop_s": result.loop_seconds if result else None,  # validation evaluations included
         "val_eval_s": result.val_eval_seconds if result else None,
         "val_evals": len(result.evals) if result else 0,
         "test_eval_s": outcome.test_seconds,
+        # the experiment's training compute: pretraining + fine-tune loops (whoever paid the pretraining)
+        "train_total_s": (result.loop_seconds + (pre["loop_s"] if pre else 0.0)) if result else None,
     }
     record.update({"params": params, "data_seconds": data_seconds, "wall_time_s": time.time() - started,
                    "started_at": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(),
@@ -377,9 +395,14 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
     try:
         checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
                                       stop_requested=stop.requested, identity=identity)
-        stop.phase, stop.polling = "training", True
+        stop.phase, stop.polling = "pretraining" if p.pretrain else "training", True
         if stop.requested():  # a signal that came in between the data and the first step
             raise Preempted(None, f"data preparation ({stop.received})")
+        if p.pretrain is not None:
+            outcome.pretraining = pretrain_phase(p, getattr(model, "module", model), data, device,
+                                                 Checkpointing(ckpt_dir / PRETRAIN_DIR, p.trainer.checkpoint_every,
+                                                               stop.requested, identity))
+            stop.phase = "training"
         outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
                                checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world), profile=p.profile)
         stop.phase, stop.polling = "the final test evaluation", False
@@ -406,6 +429,45 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
                   exc_info=outcome.status == "failed" and not isinstance(e, LRABenchError))  # ours say it all
     logger.finish(exit_code=0 if outcome.status == "ok" else 1)
     return outcome
+
+
+def pretrain_phase(p: Plan, model: torch.nn.Module, data: CachedSplits, device: torch.device,
+                   checkpointing: Checkpointing) -> dict[str, Any]:
+    """Self-pretraining before the fine-tune: the cached encoder of this config and seed when there is one, else
+    pretraining on the training inputs (resumable; never the labels), cached for the next run that shares it.
+    ``model``'s encoder then holds the pretrained weights, and the global RNG is as it was on entry, so the fine-tune
+    draws what the same run from scratch would (same head initialisation, dropout and batch order). Returns the
+    record's ``pretraining`` field."""
+    assert p.pretrain is not None
+    settings, key = p.pretrain.settings, p.pretrain.cache_key
+    about = {"objective": settings.name, "loss": settings.loss, "mask_rate": settings.mask_rate, "cache_key": key}
+    cached = checkpoint.load(p.pretrained_dir)
+    if cached is not None and cached.get("key") == key:
+        try:
+            model.encoder.load_state_dict(cached["encoder"])
+        except (RuntimeError, KeyError) as e:  # it verified but does not fit this code: pretrain again
+            checkpoint.set_aside(p.pretrained_dir, f"{type(e).__name__}: {str(e)[:500]}")
+        else:
+            log.info("pretrained encoder reused from %s (%s steps, %.0f s when it was made)", p.pretrained_dir,
+                     cached["summary"]["steps"], cached["summary"]["loop_s"])
+            return {**cached["summary"], **about, "reused": True}
+    rng = checkpoint.rng_state()
+    pretrainer = p.pretrain.model.to(device)
+    if compile_enabled(p.trainer.compile, device):
+        pretrainer.compile()
+    inputs = {"train": data.inputs["train"], "val": data.inputs["val"]}  # inputs only: no label reaches it
+    try:
+        result = pretrain(pretrainer, inputs, settings, p.trainer, p.task.pad_id, device, p.seed, checkpointing)
+    except Diverged as e:
+        e.args = (f"pretraining: {e}",)
+        raise
+    checkpoint.set_rng_state(rng)
+    summary = {**result.summary(), **about}
+    checkpoint.save(p.pretrained_dir, {"step": result.steps, "key": key, "encoder": model.encoder.state_dict(),
+                                       "summary": summary})
+    checkpoint.clear(checkpointing.directory)  # cached: its checkpoints are no longer needed
+    log.info("pretrained encoder cached in %s", p.pretrained_dir)
+    return {**summary, "reused": False}
 
 
 def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distributed.DistInfo,

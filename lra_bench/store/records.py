@@ -39,17 +39,32 @@ NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {
     ("trainer", "schedule_steps"): None,  # issue 39: the schedule's own length (None: max_steps)
     ("attention", "n_ssm"): None,  # issue 39: s4d's shared (A, B) sets (None: one per channel)
 }
+#: whole sections added after runs were recorded, with the value that says "this phase is absent": a config holding
+#: exactly that value hashes as if the section were absent (issue 44: ``pretrain=none``, every run trained from
+#: scratch before the section existed, keeps its identity and a resumed sweep still finds it)
+ABSENT_SECTIONS: dict[str, Any] = {"pretrain": {"name": "none"}}
+#: the training protocols a record can carry (``protocol_of``): from scratch, or self-pretrained first (issue 44)
+PROTOCOLS = ("scratch", "mlm", "causal")
 
 
 def semantic_hash(config: dict[str, Any]) -> str:
-    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS`` and without the keys of
-    ``NEUTRAL_DEFAULTS`` holding their neutral value: same hash = same experiment."""
-    kept = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS}
+    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS``, without the keys of
+    ``NEUTRAL_DEFAULTS`` holding their neutral value and without the ``ABSENT_SECTIONS`` at their absent value: same
+    hash = same experiment."""
+    kept = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS and ABSENT_SECTIONS.get(k, object()) != v}
     for (section, key), neutral in NEUTRAL_DEFAULTS.items():
         values = kept.get(section)
         if isinstance(values, dict) and key in values and values[key] == neutral:
             kept[section] = {k: v for k, v in values.items() if k != key}
     return stable_hash(kept)
+
+
+def protocol_of(config: dict[str, Any] | None) -> str:
+    """The training protocol of a run's resolved config: "scratch" (no ``pretrain`` section, as every record before
+    issue 44, or ``pretrain=none``), else the pretraining objective ("mlm", "causal")."""
+    section = (config or {}).get("pretrain")
+    name = section.get("name", "none") if isinstance(section, dict) else "none"
+    return "scratch" if name == "none" else str(name)
 
 
 def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:

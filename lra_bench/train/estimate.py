@@ -45,14 +45,18 @@ class GuardSettings:
 @dataclass
 class Estimate:
     step_s: float  # one training step at the run's batch
-    train_s: float  # the steps left to train
+    train_s: float  # the steps left to train (the pretraining's included)
     probe_s: tuple[float, float]  # the probe steps at batch 1 and 2
     steps: int
+    pretrain_steps: int = 0  # pretrain=mlm|causal: the pretraining's steps, before the fine-tune's
+    pretrain_s: float = 0.0  # their share of train_s
 
     def describe(self) -> str:
         t1, t2 = self.probe_s
-        return (f"about {duration(self.train_s)} of training ({self.steps} steps of about {self.step_s:.3g} s, from "
-                f"probe steps of {t1:.3g} s and {t2:.3g} s at batch 1 and 2; evaluations come on top)")
+        pre = (f"{self.pretrain_steps} pretraining steps, about {duration(self.pretrain_s)}, then "
+               if self.pretrain_steps else "")
+        return (f"about {duration(self.train_s)} of training ({pre}{self.steps} steps of about {self.step_s:.3g} s, "
+                f"from probe steps of {t1:.3g} s and {t2:.3g} s at batch 1 and 2; evaluations come on top)")
 
 
 def probe_step_seconds(model: nn.Module, task: Any, settings: TrainerSettings, device: torch.device,
@@ -81,11 +85,20 @@ def probe_step_seconds(model: nn.Module, task: Any, settings: TrainerSettings, d
 
 
 def estimate_training(model: nn.Module, task: Any, settings: TrainerSettings, device: torch.device,
-                      steps: int) -> Estimate:
-    """The time of ``steps`` training steps at ``settings.batch_size``, from probe steps at batch 1 and 2."""
+                      steps: int, pretrain: tuple[int, int] = (0, 0)) -> Estimate:
+    """The time of ``steps`` training steps at ``settings.batch_size``, from probe steps at batch 1 and 2, plus
+    ``pretrain`` = (steps, batch) of a pretraining phase before them. A pretraining step is timed as a classifier's
+    step at its batch: the same encoder forward and backward, with a token-level head in place of the classifier's
+    (an approximation; the head's cost is small beside the encoder's at every profile)."""
     t1, t2 = probe_step_seconds(model, task, settings, device, (1, 2))
-    step = max(t2, t1 + max(t2 - t1, 0.0) * (settings.batch_size - 1))
-    return Estimate(step_s=step, train_s=step * steps, probe_s=(t1, t2), steps=steps)
+
+    def at(batch: int) -> float:
+        return max(t2, t1 + max(t2 - t1, 0.0) * (batch - 1))
+
+    step, (pre_steps, pre_batch) = at(settings.batch_size), pretrain
+    pre_s = at(pre_batch) * pre_steps if pre_steps else 0.0
+    return Estimate(step_s=step, train_s=step * steps + pre_s, probe_s=(t1, t2), steps=steps,
+                    pretrain_steps=pre_steps, pretrain_s=pre_s)
 
 
 def check_guard(estimate: Estimate, guard: GuardSettings, profile: str, device: torch.device) -> None:
@@ -96,6 +109,10 @@ def check_guard(estimate: Estimate, guard: GuardSettings, profile: str, device: 
     fits = max(1, int(guard.max_hours * 3600 / estimate.step_s))
     smaller = smaller_profile(profile)
     instead = f"profile={smaller} (a smaller run), or " if smaller else ""
+    if estimate.pretrain_steps:  # both phases shrink by one factor (pretrain.max_steps follows trainer.max_steps
+        share = guard.max_hours * 3600 / estimate.train_s  # by default: both are named)
+        fits = max(1, int(estimate.steps * share))
+        instead += f"pretrain.max_steps={max(1, int(estimate.pretrain_steps * share))} with "
     where = "a GPU (trainer.device=cuda) or " if device.type == "cpu" else ""
     raise RunTooLong(f"this run would take {estimate.describe()} on {describe_device(device)}, over "
                      f"guard.max_hours={guard.max_hours:g}: use {where}{instead}trainer.max_steps={fits} (about "
@@ -109,12 +126,12 @@ def describe_device(device: torch.device) -> str:
 
 
 def guard_run(model: nn.Module, task: Any, settings: TrainerSettings, device: torch.device, steps: int,
-              guard: GuardSettings, profile: str) -> Estimate | None:
+              guard: GuardSettings, profile: str, pretrain: tuple[int, int] = (0, 0)) -> Estimate | None:
     """Estimate the run's training time and apply the guard. A probe step that fails (out of memory, a mixer that
     raises) gives no estimate and no guard: the run goes on and its own first step meets the same failure, which
     then becomes the run's record (``oom``, ``failed``) instead of an error before any record."""
     try:
-        estimate = estimate_training(model, task, settings, device, steps)
+        estimate = estimate_training(model, task, settings, device, steps, pretrain)
     except Exception as e:  # noqa: BLE001 - any probe failure is the run's to record, not the probe's
         log.warning("no time estimate: the probe step failed (%s: %s); the run's own steps will meet it",
                     type(e).__name__, str(e)[:200])

@@ -87,7 +87,8 @@ def make_optimizer(
 
 class Preempted(Exception):
     """The run stopped on request (SIGTERM / SIGUSR2, or SIGINT = Ctrl-C): in training after writing a checkpoint
-    (``step``), or outside it (``where``: data preparation, final evaluation) with nothing to save; rerun to resume.
+    (``step``; ``where`` names the phase when it is not the fine-tune: "pretraining"), or outside it (``where``: data
+    preparation, final evaluation) with nothing to save; rerun to resume.
     ``signal`` is the name of the signal that stopped it, when the runner knows it."""
 
     def __init__(self, step: int | None, where: str = "", signal: str | None = None) -> None:
@@ -98,8 +99,8 @@ class Preempted(Exception):
         how = "interrupted" if self.signal == "SIGINT" else "preempted"
         if self.step is not None:
             by = f" by {self.signal}" if self.signal else ""
-            return (f"{how}{by} at step {self.step}; checkpoint written, rerun the same command to resume from step "
-                    f"{self.step}")
+            at = f"{self.where} step {self.step}" if self.where else f"step {self.step}"  # where: "pretraining"
+            return f"{how}{by} at {at}; checkpoint written, rerun the same command to resume from {at}"
         return (f"{how} during {self.where}; rerun the same command to resume (finished training is "
                 "checkpointed)")
 
@@ -115,6 +116,30 @@ class Checkpointing:
     every: int = 0  # steps; 0 = only when stopping
     stop_requested: Callable[[], bool] = lambda: False
     identity: dict[str, object] | None = None  # saved with every checkpoint (checkpoint.stored_identity reads it)
+
+    def after_step(self, step: int, last: int, save: Callable[[int], None], where: str = "") -> None:
+        """At the end of ``step``: ``save`` a checkpoint every ``every`` steps (the last step's state is saved by
+        the loop itself), and when a stop was requested, save (once) and raise ``Preempted``."""
+        saved = False
+        if self.every and step % self.every == 0 and step < last:
+            save(step)
+            saved = True
+        if self.stop_requested():
+            if not saved:
+                save(step)
+            raise Preempted(step, where)
+
+
+def finish_step(step: int, loss: torch.Tensor, hooks: list[nn.Module], timer: StepTimer) -> float:
+    """After the optimizer and scheduler steps: the modules' ``on_train_step`` hooks (feature redraws), the step's
+    time, and the loss as a float (``Diverged`` when it is NaN or infinite)."""
+    for module in hooks:
+        module.on_train_step(step)
+    timer.stop()
+    loss_value = float(loss.detach())
+    if not np.isfinite(loss_value):
+        raise Diverged(step, loss_value)
+    return loss_value
 
 
 @dataclass
@@ -216,13 +241,7 @@ def train(
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             logits, loss = train_step(model, optimizer, x, y, device, s.precision, s.grad_clip)
             scheduler.step()
-            for module in hooks:
-                module.on_train_step(step)
-            timer.stop()
-
-            loss_value = float(loss.detach())
-            if not np.isfinite(loss_value):
-                raise Diverged(step, loss_value)
+            loss_value = finish_step(step, loss, hooks, timer)
             running["loss"] += loss_value * len(y)
             running["correct"] += int((logits.detach().argmax(-1) == y).sum())
             running["seen"] += len(y)
@@ -256,14 +275,7 @@ def train(
                 if val_acc > best_acc:  # strictly better: the earliest best is kept
                     best_acc, best_step = val_acc, step
                     best_state = {k: v.detach().clone() for k, v in core.state_dict().items()}
-            saved = False
-            if ckpt.every and step % ckpt.every == 0 and step < s.max_steps:
-                save_checkpoint(step)
-                saved = True
-            if ckpt.stop_requested():
-                if not saved:
-                    save_checkpoint(step)
-                raise Preempted(step)
+            ckpt.after_step(step, s.max_steps, save_checkpoint)
     if start < s.max_steps:  # the finished state: a preemption during the final evaluation resumes from here
         save_checkpoint(s.max_steps)
     seconds["loop"] += time.perf_counter() - t_loop

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -68,3 +69,50 @@ class TrainerSettings:
         check_fields(self, "trainer")  # types, finiteness, the declared ranges and choices
         if not (self.device in ("auto", "cpu") or self.device.startswith("cuda")):
             raise ConfigError(f"trainer.device must be auto, cpu or cuda[:i], got {self.device!r}")
+
+
+PretrainObjective = Literal["mlm", "causal"]  # pretrain=none builds no settings (nothing to pretrain)
+
+
+@dataclass
+class PretrainSettings:
+    """Self-pretraining before the fine-tune (``configs/pretrain/{mlm,causal}.yaml``), validated before any data.
+
+    Args:
+        name: the objective: "mlm" (masked-token prediction) or "causal" (next-token prediction, causal mixers).
+        loss: "ce" (cross-entropy over the vocabulary) or "l1" (mean absolute error of the grey value in [0, 1]).
+        max_steps, batch_size, lr, schedule, warmup_steps, weight_decay: the pretraining's own optimisation (AdamW
+            with the trainer's betas, eps, clipping and precision); its schedule runs over ``max_steps``.
+        eval_every: the objective on the validation inputs every k steps (and after the last).
+        task_defaults: the per-task mask rates and losses the YAML interpolates from (kept for the record).
+        mask_rate: mlm only: the share of real tokens masked in every sequence, in (0, 1).
+    """
+
+    name: PretrainObjective
+    loss: Literal["ce", "l1"]
+    max_steps: Count
+    batch_size: Count
+    lr: LearningRate
+    schedule: Schedule
+    warmup_steps: NonNegativeInt
+    weight_decay: Annotated[float, Range(0.0, 10.0)]
+    eval_every: Count
+    task_defaults: dict
+    mask_rate: Annotated[float, Range(0.0, 1.0, lo_open=True, hi_open=True,
+                                      why="none or all masked leaves nothing to learn")] | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "pretrain")  # types, finiteness, the declared ranges and choices
+        if self.name == "mlm" and self.mask_rate is None:
+            raise ConfigError("pretrain=mlm needs pretrain.mask_rate in (0, 1), the share of tokens it masks: set "
+                              "it, e.g. pretrain.mask_rate=0.15")
+        if self.name == "causal" and self.mask_rate is not None:
+            raise ConfigError("pretrain.mask_rate belongs to pretrain=mlm; next-token prediction masks nothing "
+                              "(drop it: ~pretrain.mask_rate)")
+
+    def optimization(self, trainer: TrainerSettings) -> TrainerSettings:
+        """The trainer's settings with this phase's budget, batch, rate and schedule (for ``make_optimizer`` and
+        the loop's bookkeeping); AdamW moments, clipping, precision and the rest stay the trainer's."""
+        return dataclasses.replace(trainer, max_steps=self.max_steps, batch_size=self.batch_size, lr=self.lr,
+                                   schedule=self.schedule, warmup_steps=self.warmup_steps, schedule_steps=None,
+                                   weight_decay=self.weight_decay, eval_every=self.eval_every)

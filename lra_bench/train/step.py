@@ -30,9 +30,15 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y:
     with autocast(device, precision):
         logits = model(x)  # (B, classes)
         loss = F.cross_entropy(logits.float(), y)
+    apply_gradients(model, optimizer, loss, grad_clip)
+    return logits, loss
+
+
+def apply_gradients(model: nn.Module, optimizer: torch.optim.Optimizer, loss: Tensor,
+                    grad_clip: float | None) -> None:
+    """Backward of ``loss``, optional clipping of the global gradient norm, optimizer step (every phase's step)."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
-    return logits, loss

@@ -163,6 +163,7 @@ class ImageTask(Task):
     vocab_size = 256
     num_classes = 10
     pad_id = None  # pixel 0 is black, not padding
+    pixels = True  # token = grey level
     sources = ("auto", "hub", "files")
 
     def __post_init__(self) -> None:

@@ -69,6 +69,7 @@ class PathfinderTask(Task):
     vocab_size = 256
     num_classes = 2
     pad_id = None  # every pixel is a real token (0 = black)
+    pixels = True  # token = grey level
     sources = ("auto", "generate", "files")
 
     def __post_init__(self) -> None:
