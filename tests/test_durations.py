@@ -40,6 +40,7 @@ NOT_MEASURED = [
      "tool: a one-off generator timing, the before/after of a change, named as such"),
     ("docs/tasks.md", "took 49.7 s with the former serial generator and 21.7 s / 14.1 s",
      "tool: a one-off generator timing ('one measurement'), named as such"),
+    ("docs/protocols.md", "est. 30-45 min", "plan: the protocol queue's remaining image runs, named 'est.'"),
     ("docs/reliability.md", "still running 32 minutes later", "fault: what was observed before the fix"),
     ("docs/reliability.md", "waited 30 s on a zombie", "fault: what was observed before the fix"),
     ("docs/sweeps.md", "(720 = 12 h", "setting: the launcher's timeout_min"),

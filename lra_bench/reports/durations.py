@@ -24,6 +24,7 @@ from lra_bench.store.records import read_records
 SOURCES = {
     "quick": ("results/cpu/runs", "quick"),  # the CPU-scale sweep of every mixer (scripts/sweep_cpu.sh)
     "cpu": ("results/cpu_ssm", "cpu"),  # the `cpu` profile's runs (softmax, s4d, lru, linear; tuning and hold-outs)
+    "protocols": ("results/cpu_protocols/runs", "cpu"),  # from scratch, self-pretrained and compute-matched runs
 }
 BENCH_SOURCES = {  # the benchmark cells behind each curated Table 2 (the newest cell of each length, as the table)
     "cpu": "results/cpu/bench",
@@ -57,13 +58,19 @@ def _walls(records: Iterable[dict]) -> list[float]:
     return [float(r["wall_time_s"]) for r in records if r.get("wall_time_s") is not None]
 
 
+def _steps(record: dict) -> int | None:
+    trainer = record.get("config", {}).get("trainer", {})
+    return int(trainer["max_steps"]) if isinstance(trainer, dict) and trainer.get("max_steps") else None
+
+
 def _figure(records: list[dict], seconds: float, how: str) -> Figure:
     hosts = tuple(sorted({str(r.get("host")) for r in records}))
     return Figure(seconds=seconds, text=human(seconds), how=how, runs=len(records), hosts=hosts)
 
 
 def figures_of(name: str, records: list[dict]) -> dict[str, Figure]:
-    """The named figures of one source's ok records (``name``: a key of ``SOURCES``)."""
+    """The named figures of one source's ok records (``name``: a key of ``SOURCES``): of all runs, per task, per task
+    and mixer, per task and protocol (other than from scratch) and per task and step budget."""
     ok = [r for r in records if r.get("status") == "ok" and r.get("wall_time_s") is not None]
     out: dict[str, Figure] = {}
     if not ok:
@@ -84,6 +91,10 @@ def figures_of(name: str, records: list[dict]) -> dict[str, Figure]:
         add(f"{name}.{task}", rows)
         for attention in sorted({r["attention"] for r in rows}):
             add(f"{name}.{task}.{attention}", [r for r in rows if r["attention"] == attention])
+        for protocol in sorted({str(r.get("protocol")) for r in rows} - {"None", "none", "scratch"}):
+            add(f"{name}.{task}.{protocol}", [r for r in rows if str(r.get("protocol")) == protocol])
+        for steps in sorted({_steps(r) for r in rows} - {None}):
+            add(f"{name}.{task}.steps{steps}", [r for r in rows if _steps(r) == steps])
     if name == "quick":  # scripts/sweep_cpu.sh: the same runs, SWEEP_JOBS at a time
         generated = [r for r in ok if r["task"] in GENERATED_TASKS]
         out["sweep_cpu.offline"] = _figure(generated, sum(_walls(generated)) / SWEEP_JOBS,
