@@ -62,7 +62,7 @@ def encoder(name: str, norm: str, prenorm: bool) -> SSMEncoder:
                       prenorm=prenorm)
 
 
-@pytest.mark.parametrize("name", ["s4d", "lru"])
+@pytest.mark.parametrize("name", ["s4d", "lru", "mamba"])
 @pytest.mark.parametrize(("norm", "prenorm"), [("batch", False), ("layer", True)])
 def test_padding_content_never_reaches_the_pooled_output(name, norm, prenorm):
     model = encoder(name, norm, prenorm)
