@@ -22,6 +22,7 @@ from lra_bench.files import inside, stable_hash
 from lra_bench.loggers import LoggerSettings
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.factory import attention_class, build_attention_factory
+from lra_bench.models.mega import MegaClassifier, mega_model
 from lra_bench.models.ssm import LinearDecoder, SSMEncoder
 from lra_bench.records import run_dir
 from lra_bench.train.settings import TrainerSettings
@@ -36,7 +37,7 @@ class Plan:
 
     attention: str
     task: Any
-    model: Classifier | DualClassifier | LinearDecoder
+    model: Classifier | DualClassifier | LinearDecoder | MegaClassifier
     trainer: TrainerSettings
     logger: LoggerSettings
     seed: int
@@ -90,10 +91,13 @@ def build_task(cfg: DictConfig) -> Any:
     return to_dataclass(cls, OmegaConf.create(values), "task")
 
 
-def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classifier | DualClassifier | LinearDecoder:
+def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any
+                ) -> Classifier | DualClassifier | LinearDecoder | MegaClassifier:
     """The classifier for ``task`` with ``cfg.model``'s size and the attention of ``attention_cfg``."""
     model_kwargs = OmegaConf.to_container(cfg.model, resolve=True)
     block = model_kwargs.pop("block", "transformer")
+    if block == "mega":  # configs/model/mega.yaml: Mega's own block (lra_bench/models/mega.py)
+        return mega_model(model_kwargs, build_attention_factory(attention_cfg), task)
     if block == "ssm":  # configs/model/ssm.yaml
         foreign = sorted({"num_heads", "mlp_dim", "positions", "pool"} & set(model_kwargs))
         if foreign:
@@ -107,11 +111,12 @@ def build_model(cfg: DictConfig, attention_cfg: DictConfig, task: Any) -> Classi
             return DualClassifier(ssm, model_kwargs["dim"], task.num_classes, task.interaction)
         return LinearDecoder(ssm, task.num_classes)
     if block != "transformer":
-        raise ConfigError(f"model.block must be 'ssm' (configs/model/ssm.yaml) or absent (the Transformer block of "
-                          f"configs/model/encoder.yaml), got {block!r}")
+        raise ConfigError(f"model.block must be 'ssm' (configs/model/ssm.yaml), 'mega' (configs/model/mega.yaml) or "
+                          f"absent (the Transformer block of configs/model/encoder.yaml), got {block!r}")
     if {"norm", "prenorm"} & set(model_kwargs):
-        raise ConfigError("model.norm and model.prenorm belong to the state-space block: add model=ssm "
-                          "(profile=s4 is written for `model=ssm attention=s4d`)")
+        raise ConfigError("model.norm and model.prenorm belong to the state-space and Mega blocks: add model=ssm "
+                          "(profile=s4 is written for `model=ssm attention=s4d`) or model=mega (profile=mega is "
+                          "written for `model=mega attention=mega`)")
     check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
     encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
                       max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)

@@ -5,6 +5,8 @@ The rate is a product of factors evaluated at the optimizer step t (0 for the fi
     cosine: constant * min(1, t / warmup) * max(0, 0.5 (1 + cos(pi * ((max(0, t - warmup) / total) % 1))))
             (image tasks; one cycle over the whole run)
     constant: constant * min(1, t / warmup)
+    linear_decay: constant * min(1, t / warmup) * max(0, (total - t) / (total - warmup))  after the warm-up
+            (fairseq's ``linear_decay`` to 0 at ``total``: the Mega LRA recipes, profile=mega)
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Literal, get_args
 
 from lra_bench.config import check_choice
 
-Schedule = Literal["rsqrt", "cosine", "constant"]  # the names ``trainer.schedule`` accepts (checked against it)
+#: the names ``trainer.schedule`` accepts (checked against it)
+Schedule = Literal["rsqrt", "cosine", "constant", "linear_decay"]
 
 
 # each takes the warm-up factor first: (warm, step, warmup_steps, total_steps) -> the rate's multiplier
@@ -32,7 +35,14 @@ def _constant(warm: float, step: int, warmup_steps: int, total_steps: int) -> fl
     return warm
 
 
-DECAY: dict[str, Callable[[float, int, int, int], float]] = {"rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant}
+def _linear_decay(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    if step <= warmup_steps:
+        return warm
+    return max(0.0, (total_steps - step) / max(total_steps - warmup_steps, 1))
+
+
+DECAY: dict[str, Callable[[float, int, int, int], float]] = {"rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant,
+                                                            "linear_decay": _linear_decay}
 assert set(DECAY) == set(get_args(Schedule)), "every Schedule name needs its factor in DECAY"
 
 

@@ -17,7 +17,7 @@ class TrainerSettings:
     batch_size: training batch (global; LRA 32 for ListOps).
     eval_batch_size: batch for val/test evaluation (always the full split, remainder included).
     lr: the schedule's ``constant`` (LRA ListOps 0.05 with rsqrt => peak 0.05/sqrt(warmup)).
-    schedule: "rsqrt" | "cosine" | "constant" (see ``schedules.py``).
+    schedule: "rsqrt" | "cosine" | "constant" | "linear_decay" (see ``schedules.py``).
     warmup_steps: linear warm-up steps.
     weight_decay: AdamW decoupled weight decay (LRA 0.1 for ListOps).
     beta1, beta2, eps: Adam moments (LRA 0.9, 0.98, 1e-9).
