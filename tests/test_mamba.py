@@ -98,6 +98,23 @@ def test_selective_scan_equals_the_kernels_reference_loop_in_float64(length):
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("length", [1, 2, 33])
+def test_selective_scan_gradients_equal_autograd_through_the_loop_in_float64(length):
+    """The hand-written backward of the fused scan against autograd through the loop, for every input."""
+    torch.manual_seed(1)
+    b_, e, s = 2, 4, 3
+    inputs = [torch.randn(b_, e, length), torch.randn(b_, e, length), -torch.rand(e, s) * 4 - 0.1,
+              torch.randn(b_, s, length), torch.randn(b_, s, length), torch.randn(e), torch.randn(e)]
+    inputs = [t.double().requires_grad_() for t in inputs]
+    u, delta, a, bm, cm, d, bias = inputs
+    grad = torch.randn(b_, e, length, dtype=torch.float64)
+    got = torch.autograd.grad(selective_scan(u, delta, a, bm, cm, d, delta_bias=bias), inputs, grad)
+    want = torch.autograd.grad(selective_scan_loop(u, delta, a, bm, cm, d, delta_bias=bias, delta_softplus=True),
+                               inputs, grad)
+    for name, x, y in zip(("u", "delta", "A", "B", "C", "D", "delta_bias"), got, want, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-10, msg=lambda m, name=name: f"{name}: {m}")
+
+
 def test_bidirectional_is_the_mean_of_two_causal_directions():
     """Vision Mamba's v2 block: the backward direction is the same SSM with its own parameters on the reversed
     sequence (flipped back), gated by the same z, averaged with the forward one before out_proj."""
@@ -147,12 +164,23 @@ def test_layer_equals_mambapy_with_the_same_parameters(n, bidirectional):
         theirs = mambapy_mamba.MambaBlock(mambapy_mamba.MambaConfig(d_model=dim, n_layers=1))
     assert theirs.config.d_inner == ours.in_proj.out_features // 2 and theirs.config.d_state == 16
     copy_into_mambapy(ours, theirs)
-    x = torch.randn(2, n, dim)
-    with torch.no_grad():
-        expected = theirs.eval()(x)
-        got = ours(x)
+    x = torch.randn(2, n, dim, requires_grad=True)
+    expected, got = theirs.eval()(x), ours(x)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
     assert expected.abs().max() > 1e-2  # not a trivially small output
+    grad = torch.randn_like(got)  # and the gradients, through our hand-written backward and their autograd
+    ours_grads = torch.autograd.grad(got, [x, *ours.parameters()], grad)
+    theirs_grads = dict(zip(["x", *dict(theirs.named_parameters())],
+                            torch.autograd.grad(expected, [x, *theirs.parameters()], grad), strict=True))
+    torch.testing.assert_close(ours_grads[0], theirs_grads["x"], rtol=1e-4, atol=1e-4 * grad.abs().max())
+    for (name, _), ours_grad in zip(ours.named_parameters(), ours_grads[1:], strict=True):
+        their_name = name.split(".", 2)[-1] if name.startswith("directions.") else name
+        if name.startswith("directions.1."):
+            module, _, leaf = their_name.rpartition(".")
+            their_name = f"{module}_b.{leaf}" if module else f"{leaf}_b"
+        theirs_grad = theirs_grads[their_name]
+        torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-3, atol=1e-4 * theirs_grad.abs().max().clamp(min=1),
+                                   msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_the_cuda_kernel_is_chosen_only_on_cuda_with_mamba_ssm_installed(monkeypatch):

@@ -20,6 +20,7 @@ from lra_bench.models.factory import build_attention_factory
 from lra_bench.models.mega import MegaClassifier, MegaEncoder, ScaleNorm
 from lra_bench.runner import run
 from tests.conftest import CONFIGS, compose_run
+from tests.test_ssm_block import assert_pooled_ignores_padding
 
 HAS_MEGA_PYTORCH = importlib.util.find_spec("mega_pytorch") is not None
 needs_mega_pytorch = pytest.mark.skipif(not HAS_MEGA_PYTORCH, reason="mega-pytorch is not installed "
@@ -299,17 +300,7 @@ def encoder(norm: str, prenorm: bool, **knobs) -> MegaEncoder:
     ("layer", False, {}), ("scale", False, {"chunk_size": 8}), ("batch", True, {"attention_function": "laplace"}),
 ])
 def test_padding_content_never_reaches_the_pooled_output(norm, prenorm, knobs):
-    model = encoder(norm, prenorm, **knobs).train()
-    ids = torch.randint(1, 20, (4, 40))
-    for _ in range(3):  # batch-norm running statistics away from their initial values
-        model(ids)
-    model.eval()
-    lengths = torch.tensor([40, 25, 10, 33])
-    padded = ids.masked_fill(torch.arange(40)[None] >= lengths[:, None], 0)
-    with torch.no_grad():
-        pooled = model(padded)
-        truncated = torch.stack([model(padded[i : i + 1, : lengths[i]])[0] for i in range(4)])
-    torch.testing.assert_close(pooled, truncated, rtol=1e-4, atol=1e-5)
+    assert_pooled_ignores_padding(encoder(norm, prenorm, **knobs))
 
 
 def test_prenorm_and_postnorm_place_the_norms_and_the_gated_residual():

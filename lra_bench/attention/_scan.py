@@ -19,16 +19,16 @@ import torch
 from torch import Tensor
 
 
-def _scan(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
-    """Write h (B, L, ...) with h_t = a_t h_{t-1} + b_t along dim 1 into ``out`` (b's shape, any strides) by odd-even
-    reduction; each level writes its states straight into its slots of ``out`` (no interleaving copies)."""
+def scan_into(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
+    """Write h (B, L, ...) with h_t = a_t h_{t-1} + b_t along dim 1 into ``out`` (b's shape, any strides; ``b`` itself
+    for an in-place scan) by odd-even reduction; each level writes its states straight into its slots of ``out``."""
     n = a.shape[1]
     if n == 1:
         return out.copy_(b)
     m = n // 2  # pairs (2i, 2i+1), i < m
     a_even, a_odd = a[:, 0 : 2 * m : 2], a[:, 1 : 2 * m : 2]  # (B, m, ...) each
     b_even, b_odd = b[:, 0 : 2 * m : 2], b[:, 1 : 2 * m : 2]
-    h_odd = _scan(a_odd * a_even, torch.addcmul(b_odd, a_odd, b_even), out[:, 1 : 2 * m : 2])  # h at 1, 3, ...
+    h_odd = scan_into(a_odd * a_even, torch.addcmul(b_odd, a_odd, b_even), out[:, 1 : 2 * m : 2])  # h at 1, 3, ...
     out[:, 0] = b[:, 0]
     rest = (n - 1) // 2  # even steps 2, 4, ...: h_{2i} = a_{2i} h_{2i-1} + b_{2i}
     if rest:
@@ -36,8 +36,8 @@ def _scan(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
     return out
 
 
-def _scan_reverse(c: Tensor, b: Tensor, out: Tensor) -> Tensor:
-    """Write g (B, L, ...) with g_t = c_t g_{t+1} + b_t along dim 1 and g_{L-1} = b_{L-1} into ``out``; c
+def scan_reverse_into(c: Tensor, b: Tensor, out: Tensor) -> Tensor:
+    """Write g (B, L, ...) with g_t = c_t g_{t+1} + b_t along dim 1 and g_{L-1} = b_{L-1} into ``out`` (may be b); c
     (B, L-1, ...) holds the coefficients between neighbours (c_t links step t to t+1). The same odd-even reduction,
     pairs (2i, 2i+1)."""
     n = b.shape[1]
@@ -55,7 +55,7 @@ def _scan_reverse(c: Tensor, b: Tensor, out: Tensor) -> Tensor:
         out[:, 2 * m] = b[:, 2 * m]
     else:
         out[:, n - 1] = b[:, n - 1]
-    _scan_reverse(c_pairs, b_pairs, out[:, 0 : 2 * m : 2])  # g at steps 0, 2, ..., 2m-2
+    scan_reverse_into(c_pairs, b_pairs, out[:, 0 : 2 * m : 2])  # g at steps 0, 2, ..., 2m-2
     # odd steps: g_{2i+1} = b_{2i+1} + c_{2i+1} g_{2i+2}, where step 2i+2 exists for the first `links` of them
     if links:
         torch.addcmul(b_odd[:, :links], c_odd, out[:, 2 : 2 * links + 1 : 2], out=out[:, 1 : 2 * links : 2])
@@ -65,14 +65,14 @@ def _scan_reverse(c: Tensor, b: Tensor, out: Tensor) -> Tensor:
 class _LinearScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a: Tensor, b: Tensor) -> Tensor:  # noqa: ANN001 - autograd's signature
-        h = _scan(a, b, torch.empty_like(b))
+        h = scan_into(a, b, torch.empty_like(b))
         ctx.save_for_backward(a, h)
         return h
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:  # noqa: ANN001
         a, h = ctx.saved_tensors
-        g = _scan_reverse(a[:, 1:], grad, torch.empty_like(grad))  # g_t = grad_t + a_{t+1} g_{t+1}
+        g = scan_reverse_into(a[:, 1:], grad, torch.empty_like(grad))  # g_t = grad_t + a_{t+1} g_{t+1}
         grad_a = torch.empty_like(g)  # (B, L, ...): g_t h_{t-1}, and 0 at t = 0 (h_{-1} = 0)
         grad_a[:, 0] = 0
         torch.mul(g[:, 1:], h[:, :-1], out=grad_a[:, 1:])

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention._scan import linear_scan
+from lra_bench.attention._scan import scan_into, scan_reverse_into
 from lra_bench.attention.base import ParamSettings, TokenMixer, ssm_dtype
 from lra_bench.errors import ConfigError
 
@@ -59,16 +59,45 @@ def cuda_selective_scan() -> Callable[..., Tensor] | None:
     return getattr(module, CUDA_SCAN[1])
 
 
+class _SelectiveScan(torch.autograd.Function):
+    """y_t = C_t·h_t with h_t = exp(Δ_t A) h_{t−1} + Δ_t u_t B_t (h_{−1} = 0), its gradient written out: the decays
+    and states are the only (B, L, E, S) tensors kept, the drive is scanned in place into the states, and the
+    backward is the reverse scan followed by reductions (about half the passes over (B, L, E, S) of autograd through
+    the same operations). u, dt (B, L, E) contiguous; a (E, S); b, c (B, L, S) contiguous. Returns (B, L, E)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor) -> Tensor:  # noqa: ANN001
+        decay = torch.exp(dt[..., None] * a)  # (B, L, E, S): Ā
+        states = (dt * u)[..., None] * b[:, :, None, :]  # (B, L, E, S): B̄u, scanned in place into h
+        scan_into(decay, states, out=states)
+        ctx.save_for_backward(u, dt, a, b, c, decay, states)
+        return (states @ c[..., None]).squeeze(-1)  # (B, L, E)
+
+    @staticmethod
+    def backward(ctx, grad_y: Tensor) -> tuple[Tensor, ...]:  # noqa: ANN001
+        u, dt, a, b, c, decay, states = ctx.saved_tensors
+        grad_y = grad_y.contiguous()
+        grad_c = (grad_y[..., None, :] @ states).squeeze(-2)  # (B, L, S): Σ_e ∂y·h
+        g = grad_y[..., None] * c[:, :, None, :]  # (B, L, E, S): ∂loss/∂h through y_t only ...
+        scan_reverse_into(decay[:, 1:], g, out=g)  # ... then through the later states
+        dtu = dt * u  # (B, L, E)
+        grad_b = (dtu[..., None, :] @ g).squeeze(-2)  # (B, L, S)
+        grad_dtu = (g @ b[..., None]).squeeze(-1)  # (B, L, E)
+        g[:, 1:].mul_(states[:, :-1]).mul_(decay[:, 1:])  # ∂loss/∂(Δ_t A) = g_t h_{t−1} Ā_t, and 0 at t = 0
+        g[:, 0] = 0
+        grad_dt = torch.einsum("bles,es->ble", g, a) + grad_dtu * u
+        grad_a = torch.einsum("bles,ble->es", g, dt)
+        return grad_dtu * dt, grad_dt, grad_a, grad_b, grad_c
+
+
 def selective_scan(u: Tensor, delta: Tensor, a: Tensor, b: Tensor, c: Tensor, d: Tensor, delta_bias: Tensor) -> Tensor:
     """The selective SSM in PyTorch, with the argument layout of mamba-ssm's ``selective_scan_fn`` (batch first,
     channels before time): u, delta (B, E, L) (delta before bias and softplus), a (E, S), b, c (B, S, L), d (E,),
     delta_bias (E,). Returns y (B, E, L): y_t = C_t·h_t + D·u_t, h_t = exp(Δ_t A)·h_{t−1} + Δ_t B_t u_t."""
     dt = F.softplus(delta + delta_bias[:, None])  # (B, E, L)
-    dt, u = rearrange(dt, "b e l -> b l e"), rearrange(u, "b e l -> b l e")  # (B, L, E)
-    decay = torch.exp(dt[..., None] * a)  # (B, L, E, S): Ā
-    drive = (dt * u)[..., None] * rearrange(b, "b s l -> b l 1 s")  # (B, L, E, S): B̄ u
-    states = linear_scan(decay, drive)  # (B, L, E, S)
-    y = (states @ rearrange(c, "b s l -> b l s 1")).squeeze(-1) + u * d  # (B, L, E): C_t·h_t, no copy of the states
+    dt, u_t = (rearrange(t, "b e l -> b l e").contiguous() for t in (dt, u))  # (B, L, E): time-major states
+    b_t, c_t = (rearrange(t, "b s l -> b l s").contiguous() for t in (b, c))  # (B, L, S)
+    y = _SelectiveScan.apply(u_t, dt, a, b_t, c_t) + u_t * d  # (B, L, E)
     return rearrange(y, "b l e -> b e l")
 
 
