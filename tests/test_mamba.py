@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from lra_bench.attention import get_attention_class
 from lra_bench.attention import mamba as mamba_module
-from lra_bench.attention._scan import linear_scan
+from lra_bench.attention._scan import scan_, scan_reverse_
 from lra_bench.attention.mamba import selective_scan
 from lra_bench.errors import ConfigError
 from lra_bench.models.factory import build_attention_factory
@@ -65,22 +65,15 @@ def selective_scan_loop(u, delta, A, B, C, D=None, z=None, delta_bias=None, delt
     return y if z is None else y * F.silu(z)
 
 
-@pytest.mark.parametrize("length", [1, 2, 7, 64, 301])
-def test_linear_scan_and_its_gradient_equal_the_recurrence_in_float64(length):
+@pytest.mark.parametrize("length", [1, 2, 3, 7, 64, 301])
+def test_scans_equal_their_recurrences_in_float64(length):
+    """Forward: h_t = a_t h_{t-1} + b_t; reverse: g_t = c_t g_{t+1} + b_t (the gradient's recurrence), in place."""
     torch.manual_seed(length)
-    a = torch.rand(2, length, 3, 4, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(2, length, 3, 4, dtype=torch.float64, requires_grad=True)
-    h, expected = linear_scan(a, b), recurrence(a, b)
-    torch.testing.assert_close(h, expected, rtol=1e-12, atol=1e-12)
-    grad = torch.randn_like(h)
-    for got, want in zip(torch.autograd.grad(h, (a, b), grad), torch.autograd.grad(expected, (a, b), grad),
-                         strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
-
-
-def test_linear_scan_rejects_mismatched_shapes():
-    with pytest.raises(ValueError, match="one shape"):
-        linear_scan(torch.ones(1, 4, 2), torch.ones(1, 5, 2))
+    a, b = torch.rand(2, length, 3, 4, dtype=torch.float64), torch.randn(2, length, 3, 4, dtype=torch.float64)
+    torch.testing.assert_close(scan_(a, b.clone()), recurrence(a, b), rtol=1e-12, atol=1e-12)
+    c = a[:, 1:]  # links between neighbours: L - 1 of them
+    expected = recurrence(torch.cat([c, torch.ones_like(a[:, :1])], dim=1).flip(1), b.flip(1)).flip(1)
+    torch.testing.assert_close(scan_reverse_(c, b.clone()), expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("length", [1, 7, 300])

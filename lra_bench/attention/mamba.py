@@ -16,7 +16,7 @@ Zhu et al. 2024, "Vision Mamba", https://arxiv.org/abs/2401.09417 (hustvl/Vim ``
 (Vim's ``if_devide_out=True``). Each direction is a module in ``directions`` (0 forward, 1 backward).
 
 The scan: on CUDA with ``mamba-ssm`` installed (``kernel: auto``), its fused ``selective_scan_fn``; everywhere else
-the pure-PyTorch path, a log-depth parallel scan over time (``lra_bench.attention._scan.linear_scan``), in fp32
+the pure-PyTorch path, a log-depth parallel scan over time (``lra_bench.attention._scan.scan_``), in fp32
 outside autocast (fp64 for fp64 input). Both compute the same function of the same tensors (the kernel's
 arguments: u, Δ before softplus and bias, A, B, C, D, the Δ bias).
 
@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention._scan import scan_into, scan_reverse_into
+from lra_bench.attention._scan import scan_, scan_reverse_
 from lra_bench.attention.base import ParamSettings, TokenMixer, ssm_dtype
 from lra_bench.errors import ConfigError
 
@@ -69,7 +69,7 @@ class _SelectiveScan(torch.autograd.Function):
     def forward(ctx, u: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor) -> Tensor:  # noqa: ANN001
         decay = torch.exp(dt[..., None] * a)  # (B, L, E, S): Ā
         states = (dt * u)[..., None] * b[:, :, None, :]  # (B, L, E, S): B̄u, scanned in place into h
-        scan_into(decay, states, out=states)
+        scan_(decay, states)
         ctx.save_for_backward(u, dt, a, b, c, decay, states)
         return (states @ c[..., None]).squeeze(-1)  # (B, L, E)
 
@@ -79,7 +79,7 @@ class _SelectiveScan(torch.autograd.Function):
         grad_y = grad_y.contiguous()
         grad_c = (grad_y[..., None, :] @ states).squeeze(-2)  # (B, L, S): Σ_e ∂y·h
         g = grad_y[..., None] * c[:, :, None, :]  # (B, L, E, S): ∂loss/∂h through y_t only ...
-        scan_reverse_into(decay[:, 1:], g, out=g)  # ... then through the later states
+        scan_reverse_(decay[:, 1:], g)  # ... then through the later states
         dtu = dt * u  # (B, L, E)
         grad_b = (dtu[..., None, :] @ g).squeeze(-2)  # (B, L, S)
         grad_dtu = (g @ b[..., None]).squeeze(-1)  # (B, L, E)
