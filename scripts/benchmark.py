@@ -8,6 +8,7 @@ such and the benchmark goes on.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
@@ -15,6 +16,8 @@ import hydra
 from omegaconf import DictConfig
 
 from lra_bench.bench.table2 import run_benchmark
+from lra_bench.config.mixers import ENV as MIXERS_ENV
+from lra_bench.config.mixers import register_outside_mixers
 from lra_bench.errors import LRABenchError
 
 
@@ -28,4 +31,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:  # your own mixers, one file each (LRA_MIXERS), as for run.py
+        register_outside_mixers(os.environ.get(MIXERS_ENV))
+    except LRABenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -103,7 +103,7 @@ def readme_commands() -> list[str]:
 def user_env(root: Path, **extra: str) -> dict[str, str]:
     """A user's shell for ``python run.py`` and the scripts: results, cache and benchmark cells under ``root``, one
     thread, no hub or progress settings inherited from the machine running the tests."""
-    from lra_bench.progress import PROGRESS_ENV, SWEEP_JOB_ENV
+    from lra_bench.infra.progress import PROGRESS_ENV, SWEEP_JOB_ENV
 
     dropped = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT", PROGRESS_ENV, SWEEP_JOB_ENV)
     env = {k: v for k, v in os.environ.items() if k not in dropped}

@@ -1,4 +1,4 @@
-"""scripts/bench_attention.py, the attention layers alone against softmax (results/cpu/attention_bench.csv): every
+"""tools/bench_attention.py, the attention layers alone against softmax (results/cpu/attention_bench.csv): every
 cell measured with the settings the cell needs, and a cell that fails stops the script with its reason instead of
 leaving NaN ratios in the table."""
 
@@ -18,7 +18,7 @@ TINY = ["--lengths", "64", "--batch", "1", "--dim", "16", "--warmup", "0", "--re
 
 def bench(tmp_path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_attention.py"), *TINY, *args], cwd=tmp_path,
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "bench_attention.py"), *TINY, *args], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
 
 

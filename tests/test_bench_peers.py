@@ -1,4 +1,4 @@
-"""``scripts/bench_peers.py``: our layers beside the PyPI packages at matched settings."""
+"""``tools/bench_peers.py``: our layers beside the PyPI packages at matched settings."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_a_missing_package_says_how_to_install_it():
 @pytest.mark.slow
 def test_script_writes_rows_and_a_table(tmp_path):
     out = tmp_path / "peers"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_peers.py"), "--pairs", "flash", "performer",
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_peers.py"), "--pairs", "flash", "performer",
                            "--n", "128", "--batch", "1", "--warmup", "0", "--repeats", "2", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr

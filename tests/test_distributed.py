@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from lra_bench.records import read_records
-from lra_bench.runner import run
+from lra_bench.run.runner import run
+from lra_bench.store.records import read_records
 from tests.conftest import ROOT, compose_run
 
 ARGS = ["profile=smoke", "model.dropout=0.0", "attention.attn_dropout=0.0", "trainer.max_steps=20",

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lra_bench import files, records
-from lra_bench.records import read_records, write_record
-from lra_bench.runner import run
+from lra_bench.run.runner import run
+from lra_bench.store import files, records
+from lra_bench.store.records import read_records, write_record
 from lra_bench.train import checkpoint
 from tests.conftest import ROOT, compose_run
 
@@ -202,6 +202,16 @@ def test_nan_loss_is_diverged_with_step_and_not_retried(smoke_cfg, monkeypatch):
         return out * float("nan") if self.training and calls["n"] > 3 else out
 
     monkeypatch.setattr(enc.Classifier, "forward", nan_after_3)
+    import lra_bench.run.runner as runner
+
+    real_guard = runner.guard_run
+
+    def guard_then_count_from_zero(*args):  # the time probe's steps run forward too: count the run's own steps
+        out = real_guard(*args)
+        calls["n"] = 0
+        return out
+
+    monkeypatch.setattr(runner, "guard_run", guard_then_count_from_zero)
     rec = run(smoke_cfg())
     assert rec["status"] == "diverged" and "step 4" in rec["message"]
     calls["n"] = 0
@@ -211,7 +221,7 @@ def test_nan_loss_is_diverged_with_step_and_not_retried(smoke_cfg, monkeypatch):
 
 def test_finished_run_is_skipped_and_rerun_forces(smoke_cfg, monkeypatch):
     first = run(smoke_cfg())
-    import lra_bench.runner as runner
+    import lra_bench.run.runner as runner
 
     monkeypatch.setattr(runner, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
     assert run(smoke_cfg())["finished_at"] == first["finished_at"]
@@ -236,7 +246,7 @@ def test_corrupt_record_is_skipped_and_reports_survive(smoke_cfg, tmp_path, capl
 
 WRITER = """
 import sys
-from lra_bench.records import REQUIRED_FIELDS, write_record
+from lra_bench.store.records import REQUIRED_FIELDS, write_record
 root, who = sys.argv[1], sys.argv[2]
 for i in range(40):
     rec = {k: None for k in REQUIRED_FIELDS}

@@ -240,8 +240,8 @@ def load_check_script(monkeypatch):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "check_flex_paths.py"
-    monkeypatch.syspath_prepend(str(path.parent))  # as `python scripts/check_flex_paths.py` has it (import _repo)
+    path = Path(__file__).resolve().parents[1] / "tools" / "check_flex_paths.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as `python tools/check_flex_paths.py` has it (import _repo)
     spec = importlib.util.spec_from_file_location("check_flex_paths", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -249,7 +249,7 @@ def load_check_script(monkeypatch):
 
 
 def test_device_check_script_passes_and_catches_a_wrong_kernel(monkeypatch, capsys):
-    """scripts/check_flex_paths.py (the first thing to run on the GPU machine), eager on CPU."""
+    """tools/check_flex_paths.py (the first thing to run on the GPU machine), eager on CPU."""
     script = load_check_script(monkeypatch)
     monkeypatch.setattr(sys, "argv", ["check_flex_paths.py", "--n", "200", "--batch", "2", "--dim", "32",
                                       "--no-compile", "--device", "cpu"])

@@ -1,4 +1,4 @@
-"""``scripts/gpu_visit.sh``: one command per GPU visit; its stages, time limits and the one archive that comes back."""
+"""``tools/gpu_visit.sh``: one command per GPU visit; its stages, time limits and the one archive that comes back."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_visit_runs_its_stages_and_packs_one_archive(tmp_path):
            "BENCH_ARGS": "bench.batch_size=1 bench.warmup=0 bench.repeats=1",
            "LISTOPS_VARIANTS": "linear softmax", "LISTOPS_ARGS": "profile=smoke trainer.max_steps=4",
            "LISTOPS_S": "31"}  # the second run finds too little time left and is not started
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_visit.sh")], cwd=ROOT, env=env, capture_output=True,
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu_visit.sh")], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["summary.txt", "visit.tgz"]  # well inside the 8 files

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lra_bench.data import listops
-from lra_bench.data.listops_eval import evaluate
-from lra_bench.data.listops_task import ListOpsTask
+from lra_bench.data.listops import files as listops
+from lra_bench.data.listops.evaluate import evaluate
+from lra_bench.data.listops.task import ListOpsTask
 from lra_bench.errors import DataError
 from tests.conftest import shared_data
 
@@ -54,7 +54,7 @@ def test_generated_data_is_cached_and_not_regenerated(tmp_path, monkeypatch):
     task = ListOpsTask(max_len=40, generator=gen)
     first = task.load(tmp_path)
     assert first.meta["source"] == "generate"
-    import lra_bench.data.listops_task as mod
+    import lra_bench.data.listops.task as mod
 
     def boom(spec):
         raise AssertionError("regenerated although cached")

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from lra_bench.data import listops
-from lra_bench.data.listops_eval import evaluate
-from lra_bench.data.listops_generate import (
+from lra_bench.data.listops import files as listops
+from lra_bench.data.listops.evaluate import evaluate
+from lra_bench.data.listops.generate import (
     GENERATOR_VERSION,
     OPERATORS,
     ListOpsSpec,
@@ -19,7 +19,7 @@ from lra_bench.data.listops_generate import (
     to_string,
     to_value,
 )
-from lra_bench.data.listops_task import ListOpsTask
+from lra_bench.data.listops.task import ListOpsTask
 from lra_bench.errors import ConfigError
 
 # 400 rows = 8 chunks of 50: enough to spread over worker processes
@@ -68,7 +68,7 @@ def test_cache_key_ignores_workers_and_names_the_generator_version(tmp_path):
 
 
 def test_negative_workers_fail_clearly():
-    with pytest.raises(ConfigError, match="task.generator.workers must be >= 0"):
+    with pytest.raises(ConfigError, match=r"task.generator.workers=-1 is out of range: allowed >= 0"):
         ListOpsTask(generator={"workers": -1})
 
 

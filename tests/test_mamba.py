@@ -17,9 +17,9 @@ from lra_bench.attention import get_attention_class
 from lra_bench.attention import mamba as mamba_module
 from lra_bench.attention._scan import scan_, scan_reverse_
 from lra_bench.attention.mamba import selective_scan
+from lra_bench.config.attention import build_attention_factory
 from lra_bench.errors import ConfigError
-from lra_bench.models.factory import build_attention_factory
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from lra_bench.train import loop
 from tests.conftest import CONFIGS
 from tests.test_training import settings, tiny_model

@@ -14,11 +14,11 @@ from omegaconf import OmegaConf
 
 from lra_bench.attention import get_attention_class
 from lra_bench.attention.mega import laplace
-from lra_bench.build import plan
+from lra_bench.config.attention import build_attention_factory
+from lra_bench.config.plan import plan
 from lra_bench.errors import ConfigError
-from lra_bench.models.factory import build_attention_factory
 from lra_bench.models.mega import MegaClassifier, MegaEncoder, ScaleNorm
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from tests.conftest import CONFIGS, compose_run
 from tests.test_ssm_block import assert_pooled_ignores_padding
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from lra_bench import files, records
-from lra_bench.build import plan
+from lra_bench.config.plan import plan
 from lra_bench.errors import DiskFullError, RunInProgress
-from lra_bench.records import REQUIRED_FIELDS, read_records, run_dir, write_record
+from lra_bench.infra.runlock import run_lock
 from lra_bench.reports.table1 import load_runs, table1
-from lra_bench.runlock import run_lock
-from lra_bench.runner import record_crash, run
+from lra_bench.run.runner import record_crash, run
+from lra_bench.store import files, records
+from lra_bench.store.records import REQUIRED_FIELDS, read_records, run_dir, write_record
 from lra_bench.train import checkpoint
 from lra_bench.train.loop import Preempted
 from tests.conftest import ROOT, compose_run
@@ -208,7 +208,7 @@ def test_a_swallowed_sigterm_during_generation_still_stops_at_the_next_chunk(tmp
     """The signal handler's exception raised inside a ``__del__`` is lost ("Exception ignored"), as it can be in a
     worker pool's callbacks; the generation must still stop at its next chunk, not run to the end (it took 80-127 s
     under load) and exit only then."""
-    import lra_bench.data.listops_generate as listops_generate
+    import lra_bench.data.listops.generate as listops_generate
 
     real_chunk = listops_generate.generate_chunk
     calls, lost = [], []
@@ -239,7 +239,7 @@ def test_a_stop_inside_a_tracked_pool_map_cancels_the_work_not_started():
     the pool waits only for the work already running, not for every queued item."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from lra_bench.progress import stop_checked, tracked
+    from lra_bench.infra.progress import stop_checked, tracked
 
     started = []
 
@@ -258,7 +258,7 @@ def test_a_stop_inside_a_tracked_pool_map_cancels_the_work_not_started():
 
 
 def test_sigterm_during_the_final_evaluation_resumes_from_the_finished_state(tmp_path, monkeypatch, caplog):
-    import lra_bench.runner as runner
+    import lra_bench.run.runner as runner
 
     caplog.set_level(logging.INFO, logger="lra_bench")
     cfg = compose_run(SMOKE, tmp_path)
@@ -299,6 +299,7 @@ def test_sigterm_to_a_sweep_parent_stops_the_sweep_and_keeps_finished_records(tm
     assert not list((tmp_path / "runs").rglob("record.json")), "the preempted job wrote no record"
     started = {p.parent.parent.name for p in (tmp_path / "cache" / "checkpoints").rglob("ckpt.json")}
     assert started == {"softmax"}, f"no further job may start after the preemption: {started}"
+    assert f"3 jobs: 1 {word}, 2 not started" in out, out[-3000:]  # issue 40: every job of the sweep is listed
 
 
 def test_sigkill_is_recorded_as_killed_not_oom(tmp_path):
@@ -339,7 +340,7 @@ def test_a_requeue_whose_scontrol_got_the_requeues_sigterm_ends_the_attempt_as_r
     import signal
     import subprocess
 
-    from lra_bench.scheduler import hand_over
+    from lra_bench.run.scheduler import hand_over
 
     def scontrol(code: int, cmd: tuple[str, ...] = ("scontrol", "requeue", "4")):
         def handler(signum: int, frame: object) -> None:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lra_bench.data import pathfinder
-from lra_bench.data.pathfinder_generate import Drawing, draw, generate, generate_batch, spec_for
-from lra_bench.data.pathfinder_task import PathfinderTask, PathXTask
+from lra_bench.data.pathfinder import files as pathfinder
+from lra_bench.data.pathfinder.generate import Drawing, draw, generate, generate_batch, spec_for
+from lra_bench.data.pathfinder.task import PathfinderTask, PathXTask
 from lra_bench.errors import ConfigError, DataError
 from tests.conftest import compose_run, shared_data
 
@@ -335,7 +335,7 @@ def test_synthetic_source_shapes_and_config_checks():
 
 
 def test_smoke_profile_runs_in_process(tmp_path):
-    from lra_bench.runner import run
+    from lra_bench.run.runner import run
 
     record = run(compose_run(["task=pathfinder", "profile=smoke"], tmp_path))
     assert record["status"] == "ok" and record["task"] == "pathfinder"

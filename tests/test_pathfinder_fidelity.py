@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lra_bench.data.pathfinder_generate import DIFFICULTIES, draw, spec_for
-from lra_bench.data.pathfinder_stats import count_components, image_statistics
+from lra_bench.data.pathfinder.generate import DIFFICULTIES, draw, spec_for
+from lra_bench.data.pathfinder.stats import count_components, image_statistics
 from tests.conftest import SHARED_DATA
 
 OFFICIAL = SHARED_DATA / "pathfinder32"

@@ -8,16 +8,16 @@ import os
 import numpy as np
 import pytest
 
-from lra_bench import files, predictions
-from lra_bench.files import write_json_atomic
-from lra_bench.records import REQUIRED_FIELDS, read_records, write_record
-from lra_bench.runner import run
+from lra_bench.run.runner import run
+from lra_bench.store import files, predictions
+from lra_bench.store.files import write_json_atomic
+from lra_bench.store.records import REQUIRED_FIELDS, read_records, write_record
 
 
 def test_smoke_run_writes_one_complete_record(smoke_cfg, tmp_path):
     record = run(smoke_cfg())
     files = list((tmp_path / "runs").rglob("*"))
-    paths = [p for p in files if p.is_file() and p.name != "run.lock"]  # the lock stays (see lra_bench/runlock.py)
+    paths = [p for p in files if p.is_file() and p.name != "run.lock"]  # the lock stays (infra/runlock.py)
     assert len(paths) == 1 and paths[0].name == "record.json"
     on_disk = json.loads(paths[0].read_text())
     assert on_disk == json.loads(json.dumps(record))
@@ -57,7 +57,7 @@ def test_predictions_round_trip_and_malformed_fields():
 
 
 def test_config_hash_ignores_paths_but_not_semantics(smoke_cfg, tmp_path):
-    from lra_bench.config import config_hash
+    from lra_bench.config.sections import config_hash
 
     base = config_hash(smoke_cfg())
     assert config_hash(smoke_cfg(f"paths.results_dir={tmp_path}/elsewhere")) == base
@@ -103,7 +103,7 @@ def test_record_validation_and_reading(tmp_path):
 
 
 def test_training_failure_is_recorded_with_status(smoke_cfg, tmp_path, monkeypatch):
-    import lra_bench.runner as runner
+    import lra_bench.run.runner as runner
 
     def explode(*a, **k):
         raise RuntimeError("kaboom")

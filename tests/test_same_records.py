@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from tests.conftest import ROOT, compose_run
 
 FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "smoke_records.json").read_text())

@@ -7,15 +7,16 @@ import io
 import numpy as np
 import pytest
 
-from lra_bench.build import plan
+from lra_bench.config.plan import plan
 from lra_bench.data import bytes as byte_tokens
-from lra_bench.data import image_task, text_task
-from lra_bench.data.image_task import ImageTask, downsample, grayscale, grayscale_reference
-from lra_bench.data.retrieval_fixture import FILES, MARKERS, write_fixture
-from lra_bench.data.retrieval_task import RELEASE_URL, RetrievalTask, read_tsv
-from lra_bench.data.text_task import TextTask
+from lra_bench.data.image import task as image_task
+from lra_bench.data.image.task import ImageTask, downsample, grayscale, grayscale_reference
+from lra_bench.data.retrieval.fixture import FILES, MARKERS, write_fixture
+from lra_bench.data.retrieval.task import RELEASE_URL, RetrievalTask, read_tsv
+from lra_bench.data.text import task as text_task
+from lra_bench.data.text.task import TextTask
 from lra_bench.errors import ConfigError, DataError
-from lra_bench.runner import run
+from lra_bench.run.runner import run
 from tests.conftest import compose_run, shared_data
 
 CIFAR_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -325,7 +326,7 @@ def test_retrieval_malformed_rows_and_missing_files(tmp_path):
     with pytest.raises(DataError) as e:
         RetrievalTask(data_dir=str(out)).check_source()
     assert "new_aan_pairs.test.tsv" in str(e.value) and RELEASE_URL in str(e.value)
-    assert "lra_release/tsv_data/" in str(e.value) and "retrieval_fixture" in str(e.value)
+    assert "lra_release/tsv_data/" in str(e.value) and "retrieval.fixture" in str(e.value)
     with pytest.raises(DataError, match="no Hub copy"):
         RetrievalTask().check_source()
     with pytest.raises(ConfigError, match="interaction"):

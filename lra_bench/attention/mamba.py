@@ -35,6 +35,7 @@ import functools
 import importlib
 import math
 from collections.abc import Callable
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -43,9 +44,11 @@ from torch import Tensor, nn
 
 from lra_bench.attention._scan import scan_, scan_reverse_
 from lra_bench.attention.base import ParamSettings, TokenMixer, ssm_dtype
+from lra_bench.checks import Count, PositiveFloat
 from lra_bench.errors import ConfigError
 
-KERNELS = ("auto", "torch")
+Kernel = Literal["auto", "torch"]
+KERNELS = get_args(Kernel)
 CUDA_SCAN = ("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn")  # module, function of mamba-ssm
 
 
@@ -163,14 +166,14 @@ class Mamba(TokenMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        d_state: int = 16,
-        expand: int = 2,
-        d_conv: int = 4,
-        dt_rank: int | None = None,
-        dt_min: float = 0.001,
-        dt_max: float = 0.1,
+        d_state: Count = 16,
+        expand: Count = 2,
+        d_conv: Count = 4,
+        dt_rank: Count | None = None,
+        dt_min: PositiveFloat = 0.001,
+        dt_max: PositiveFloat = 0.1,
         bidirectional: bool = True,
-        kernel: str = "auto",
+        kernel: Kernel = "auto",
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         for knob, value in (("d_state", d_state), ("expand", expand), ("d_conv", d_conv)):

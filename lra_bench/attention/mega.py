@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from lra_bench.attention._blocks import pad_dim
 from lra_bench.attention.base import TokenMixer, ssm_dtype
-from lra_bench.config import fraction
+from lra_bench.checks import Count, DropRate, fraction
 from lra_bench.errors import ConfigError
 
 ATTENTION_FUNCTIONS = ("softmax", "laplace")
@@ -138,15 +138,15 @@ class Mega(TokenMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        z_dim: int = 64,
-        hidden_dim: int | None = None,
-        ndim: int = 16,
-        chunk_size: int | None = None,
+        z_dim: Count = 64,
+        hidden_dim: Count | None = None,
+        ndim: Count = 16,
+        chunk_size: Count | None = None,
         attention_function: Literal["softmax", "laplace"] = "softmax",
-        truncation: int | None = None,
+        truncation: Count | None = None,
         bidirectional: bool = True,
-        attn_dropout: float = 0.0,
-        hidden_dropout: float = 0.0,
+        attn_dropout: DropRate = 0.0,
+        hidden_dropout: DropRate = 0.0,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         for knob, value in (("z_dim", z_dim), ("hidden_dim", hidden_dim), ("ndim", ndim), ("truncation", truncation)):

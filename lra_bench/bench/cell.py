@@ -20,27 +20,28 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.bench.memory import is_oom, peak_memory_of, reuse_freed_memory
-from lra_bench.bench.timing import time_callable
-from lra_bench.build import build_model, build_task
-from lra_bench.config import to_dataclass
-from lra_bench.models.factory import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
+from lra_bench.config.plan import build_model, build_task
+from lra_bench.config.sections import container, section_dataclass
+from lra_bench.infra.memory import is_oom, peak_memory_of, reuse_freed_memory
+from lra_bench.infra.timing import time_callable
 from lra_bench.train.loop import make_optimizer
 from lra_bench.train.settings import TrainerSettings
 from lra_bench.train.step import autocast, compile_enabled, train_step
 
 
-def model_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
-    cfg.task.max_len = n
-    task = build_task(cfg.task)
-    model = build_model(cfg, cfg.attention, task).to(device).train()
-    settings = to_dataclass(TrainerSettings, cfg.trainer, "trainer")
+def model_step(cfg: Mapping[str, Any], n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
+    """The trainer's step on a synthetic batch at length ``n``; ``cfg`` a resolved run config (dict or DictConfig)."""
+    cfg = container(cfg)
+    task = build_task({**cfg["task"], "max_len": n})
+    model = build_model(cfg["model"], cfg["attention"], task).to(device).train()
+    settings = section_dataclass(TrainerSettings, cfg["trainer"], "trainer")
     if compile_enabled(settings.compile, device):
         model.compile()
     low = 0 if task.pad_id is None else 1
@@ -55,14 +56,19 @@ def model_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tup
     return step, sum(p.numel() for p in model.parameters())
 
 
-def attention_step(cfg: DictConfig, n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
-    layer = build_attention_factory(cfg.attention)(dim=cfg.model.dim, num_heads=cfg.model.num_heads, seq_len=n,
-                                                   dropout=0.0).to(device).train()
-    if compile_enabled(cfg.trainer.compile, device):
+def attention_step(cfg: Mapping[str, Any], n: int, batch: int,
+                   device: torch.device) -> tuple[Callable[[], None], int]:
+    """One attention layer alone, forward + backward, at length ``n``; ``cfg`` as for ``model_step`` (only its
+    ``attention``, ``model.dim``, ``model.num_heads``, ``trainer.precision`` and ``trainer.compile`` are read)."""
+    cfg = container(cfg)
+    dim, trainer = cfg["model"]["dim"], cfg["trainer"]
+    layer = build_attention_factory(cfg["attention"])(dim=dim, num_heads=cfg["model"]["num_heads"], seq_len=n,
+                                                      dropout=0.0).to(device).train()
+    if compile_enabled(trainer["compile"], device):
         layer.compile()
-    x = torch.randn(batch, n, cfg.model.dim, device=device, requires_grad=True)  # (B, N, C)
+    x = torch.randn(batch, n, dim, device=device, requires_grad=True)  # (B, N, C)
     mask = torch.ones(batch, n, dtype=torch.bool, device=device)  # (B, N)
-    precision = cfg.trainer.precision
+    precision = trainer["precision"]
 
     def step() -> None:
         with autocast(device, precision):
@@ -78,10 +84,10 @@ def main() -> None:
     p = json.loads(sys.stdin.read())
     device = torch.device(p["device"])
     torch.manual_seed(0)
-    cfg = OmegaConf.create(p["config"])
+    cfg = p["config"]
     make = model_step if p["mode"] == "model" else attention_step
     step, params = make(cfg, p["n"], p["batch"], device)
-    compiled = compile_enabled(cfg.trainer.compile, device)
+    compiled = compile_enabled(cfg["trainer"]["compile"], device)
     try:
         memory = peak_memory_of(step, device)  # first, with the default allocator (see reuse_freed_memory)
         reused = reuse_freed_memory() if device.type == "cpu" else False

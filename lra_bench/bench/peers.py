@@ -1,4 +1,4 @@
-"""Our attention layers beside the PyPI packages people already use, at matched settings (``scripts/bench_peers.py``).
+"""Our attention layers beside the PyPI packages people already use, at matched settings (``tools/bench_peers.py``).
 
 Each ``Pair`` names one of our variants with its knobs and the package layer computing the same mechanism with the
 same sizes. Both sides are one self-attention layer (input projection, attention, output projection; for Mega and

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
 from lra_bench.attention.mega import Mega
-from lra_bench.config import check_kwargs, fraction
+from lra_bench.checks import Count, DropRate, NonNegativeInt, check_kwargs
 from lra_bench.errors import ConfigError
 from lra_bench.models.encoder import pair_features
 
@@ -118,11 +118,11 @@ class MegaEncoder(nn.Module):
         vocab_size: int,
         max_len: int,
         pad_id: int | None,
-        dim: int,
-        depth: int,
-        ffn_dim: int,
-        dropout: float,
-        hidden_dropout: float,
+        dim: Count,
+        depth: Count,
+        ffn_dim: NonNegativeInt,
+        dropout: DropRate,
+        hidden_dropout: DropRate,
         norm: Literal["layer", "scale", "batch"],
         prenorm: bool,
     ) -> None:
@@ -131,8 +131,6 @@ class MegaEncoder(nn.Module):
             raise ConfigError(f"model.norm must be one of {', '.join(NORMS)} under model=mega, got {norm!r}")
         if dim <= 0 or depth <= 0 or ffn_dim < 0:
             raise ConfigError(f"model=mega needs dim > 0, depth > 0 and ffn_dim >= 0, got {dim}, {depth}, {ffn_dim}")
-        fraction("model.dropout", dropout)
-        fraction("model.hidden_dropout", hidden_dropout)
         self.pad_id, self.dim = pad_id, dim
         self.embed = nn.Embedding(vocab_size, dim)
         nn.init.normal_(self.embed.weight, std=dim**-0.5)
@@ -190,9 +188,9 @@ class MegaClassifier(nn.Module):
 
 
 def mega_classifier(attention: Callable[..., TokenMixer], vocab_size: int, max_len: int, pad_id: int | None,
-                    num_classes: int, interaction: str | None, dim: int, depth: int, ffn_dim: int, classifier_dim: int,
-                    dropout: float, hidden_dropout: float, norm: Literal["layer", "scale", "batch"],
-                    prenorm: bool) -> MegaClassifier:
+                    num_classes: int, interaction: str | None, dim: Count, depth: Count, ffn_dim: NonNegativeInt,
+                    classifier_dim: Count, dropout: DropRate, hidden_dropout: DropRate,
+                    norm: Literal["layer", "scale", "batch"], prenorm: bool) -> MegaClassifier:
     """The ``model=mega`` classifier; the arguments after ``interaction`` are configs/model/mega.yaml's keys."""
     encoder = MegaEncoder(attention, vocab_size, max_len, pad_id, dim, depth, ffn_dim, dropout, hidden_dropout, norm,
                           prenorm)
@@ -206,7 +204,7 @@ def mega_model(model_kwargs: dict[str, Any], attention: Callable[..., TokenMixer
         raise ConfigError(f"model=mega has no {', '.join(foreign)} (Transformer-block sizes, set by this profile); "
                           "use profile=mega, or drop them on the command line, e.g. "
                           + " ".join(f"~model.{k}" for k in foreign))
-    check_kwargs(mega_classifier, model_kwargs, "model (model=mega)", supplied=SUPPLIED)
+    check_kwargs(mega_classifier, model_kwargs, "model (model=mega)", supplied=SUPPLIED, prefix="model")
     return mega_classifier(attention=attention, vocab_size=task.vocab_size, max_len=task.max_len, pad_id=task.pad_id,
                            num_classes=task.num_classes, interaction=task.interaction if task.dual else None,
                            **model_kwargs)

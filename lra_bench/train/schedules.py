@@ -1,10 +1,15 @@
-"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``).
+"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``), s4's and fairseq's.
 
-The rate is a product of factors evaluated at the optimizer step t (0 for the first update):
+The rate is a product of factors evaluated at the optimizer step t (0 for the first update); ``total`` is the
+schedule's horizon (``trainer.schedule_steps``, by default ``max_steps``):
     rsqrt:  constant * min(1, t / warmup) / sqrt(max(t, warmup))          (ListOps, Text, Retrieval)
     cosine: constant * min(1, t / warmup) * max(0, 0.5 (1 + cos(pi * ((max(0, t - warmup) / total) % 1))))
-            (image tasks; one cycle over the whole run)
+            (image tasks; one cycle over the whole run: it decays over ``total`` steps counted from the end of the
+            warm-up, so at t = total it is still 0.5 (1 + cos(pi (total - warmup) / total)), 0.0245 with 10 % warm-up)
     constant: constant * min(1, t / warmup)
+    cosine_to_zero: constant * t / warmup during the warm-up, then max(0, 0.5 (1 + cos(pi (t - warmup) /
+            (total - warmup)))): zero at t = total. The s4 repository's ``cosine_warmup`` (transformers'
+            ``get_cosine_schedule_with_warmup``, half a cycle), used by ``profile=s4`` only.
     linear_decay: constant * min(1, t / warmup) * max(0, (total - t) / (total - warmup))  after the warm-up
             (fairseq's ``linear_decay`` to 0 at ``total``: the Mega LRA recipes, profile=mega)
 """
@@ -15,10 +20,10 @@ import math
 from collections.abc import Callable
 from typing import Literal, get_args
 
-from lra_bench.config import check_choice
+from lra_bench.checks import check_choice
 
 #: the names ``trainer.schedule`` accepts (checked against it)
-Schedule = Literal["rsqrt", "cosine", "constant", "linear_decay"]
+Schedule = Literal["rsqrt", "cosine", "constant", "cosine_to_zero", "linear_decay"]
 
 
 # each takes the warm-up factor first: (warm, step, warmup_steps, total_steps) -> the rate's multiplier
@@ -35,14 +40,22 @@ def _constant(warm: float, step: int, warmup_steps: int, total_steps: int) -> fl
     return warm
 
 
+def _cosine_to_zero(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    if step < warmup_steps:
+        return warm
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
 def _linear_decay(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
     if step <= warmup_steps:
         return warm
     return max(0.0, (total_steps - step) / max(total_steps - warmup_steps, 1))
 
 
-DECAY: dict[str, Callable[[float, int, int, int], float]] = {"rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant,
-                                                            "linear_decay": _linear_decay}
+DECAY: dict[str, Callable[[float, int, int, int], float]] = {
+    "rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant, "cosine_to_zero": _cosine_to_zero,
+    "linear_decay": _linear_decay}
 assert set(DECAY) == set(get_args(Schedule)), "every Schedule name needs its factor in DECAY"
 
 

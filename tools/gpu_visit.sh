@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One visit to the GPU machine (docs/gpu_playbook.md), as one command: install the carried wheels, then run the
+# stages named in $STAGES, each under its own time limit, and pack everything under $OUT into one archive
+# ($OUT/visit.tgz, plus summary.txt beside it): only 8 files come back from a visit, and a benchmark writes one file
+# per cell. A stage past its limit is stopped; what it wrote (finished cells, finished runs) is kept.
+#
+# One command may run 600 s (docs/gpu_playbook.md): keep the limits of the stages of one visit under ~560 s in all.
+#
+#   OUT=/tmp/out bash tools/gpu_visit.sh                       # check, peers, flash: 240 + 180 + 120 s at most
+#   OUT=/tmp/out STAGES=bench bash tools/gpu_visit.sh
+#   OUT=/tmp/out STAGES=listops LISTOPS_VARIANTS="flash linformer" bash tools/gpu_visit.sh
+#
+# Stages and their settings (environment variables, defaults in brackets):
+#   check    tools/check_flex_paths.py $CHECK_ARGS [""], limit $CHECK_S [240]
+#   peers    tools/bench_peers.py $PEERS_ARGS [""], limit $PEERS_S [180]
+#   flash    tools/bench_flash.py $FLASH_ARGS ["--n 4096 --batch 32 --no-dropout"], limit $FLASH_S [120]
+#   bench    scripts/benchmark.py -m attention=$BENCH_VARIANTS [flash,softmax,linformer,performer,local,bigbird]
+#            bench.seq_lens=[$BENCH_LENS] [1024,4096,16384] bench.modes=[model] $BENCH_ARGS [""], limit $BENCH_S [540]
+#   listops  run.py task=listops profile=paper seed=$SEED [0] for each of $LISTOPS_VARIANTS [flash], one after
+#            another, $LISTOPS_ARGS [""], limit $LISTOPS_S [540] for all of them
+set -u
+: "${OUT:?set OUT to the folder that comes back (the \$OUT of the device tool)}"
+mkdir -p "$OUT"
+if compgen -G ".device-wheels/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device-wheels/*.whl
+  export PYTHONPATH="/tmp/site:$PWD"
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+summary="$OUT/summary.txt"
+{
+  date -u +"started %Y-%m-%dT%H:%M:%SZ"
+  echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA')"
+} > "$summary" 2>&1
+
+stage() {  # stage NAME LIMIT_S COMMAND...: run under a time limit, log to $OUT/NAME.log, note the outcome
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  timeout --signal=TERM --kill-after=20 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc after $((SECONDS - t0)) s (limit $limit s)$([ $rc -eq 124 ] && echo ', stopped at its limit')" >> "$summary"
+}
+
+for s in ${STAGES:-check peers flash}; do
+  case $s in
+    check) stage check "${CHECK_S:-240}" python3 tools/check_flex_paths.py ${CHECK_ARGS:-} ;;
+    peers) stage peers "${PEERS_S:-180}" python3 tools/bench_peers.py --out "$OUT/peers" ${PEERS_ARGS:-} ;;
+    flash) stage flash "${FLASH_S:-120}" python3 tools/bench_flash.py ${FLASH_ARGS:---n 4096 --batch 32 --no-dropout} ;;
+    bench) stage bench "${BENCH_S:-540}" python3 scripts/benchmark.py -m \
+             "attention=${BENCH_VARIANTS:-flash,softmax,linformer,performer,local,bigbird}" \
+             "bench.seq_lens=[${BENCH_LENS:-1024,4096,16384}]" "bench.modes=[model]" "paths.bench_dir=$OUT/bench" \
+             "paths.cache_dir=/tmp/lra-cache" ${BENCH_ARGS:-} ;;
+    listops)
+      t_end=$((SECONDS + ${LISTOPS_S:-540}))
+      for v in ${LISTOPS_VARIANTS:-flash}; do
+        left=$((t_end - SECONDS))
+        if [ "$left" -le 30 ]; then echo "listops-$v: not started, no time left" >> "$summary"; continue; fi
+        stage "listops-$v" "$left" python3 run.py "attention=$v" task=listops profile=paper "seed=${SEED:-0}" \
+          task.generator.workers=16 "paths.results_dir=$OUT/runs" paths.cache_dir=/tmp/lra-cache ${LISTOPS_ARGS:-}
+      done ;;
+    *) echo "unknown stage $s (check, peers, flash, bench, listops)" >> "$summary" ;;
+  esac
+done
+date -u +"finished %Y-%m-%dT%H:%M:%SZ" >> "$summary"
+archive=$(mktemp /tmp/visit.XXXXXX.tgz)  # outside $OUT: an archive growing inside the folder it packs changes it
+if tar czf "$archive" -C "$OUT" --exclude=./summary.txt .; then
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
+  mv "$archive" "$OUT/visit.tgz"
+else
+  echo "packing failed: the files stay unpacked under \$OUT (only 8 come back)" >> "$summary"
+fi
+cat "$summary"
