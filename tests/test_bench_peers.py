@@ -68,3 +68,16 @@ def test_script_writes_rows_and_a_table(tmp_path):
     assert "| flash | 128 |" in md and "torch SDPALayer" in md and "time ours / package" in md
     if not installed:
         assert "| performer | 128 |" in md and "MISSING" in md
+
+
+def test_ci_installs_the_peer_packages_the_numeric_tests_compare_with():
+    """The `peers` extra pins mega-pytorch and mambapy (tests/test_mega.py, tests/test_mamba.py skip without them);
+    .ci/run installs it after the dev extra, so CI runs those comparisons instead of skipping them."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert sorted(p.split("==")[0] for p in extras["peers"]) == ["mambapy", "mega-pytorch"], extras["peers"]
+    assert all("==" in p for p in extras["peers"]), "peers are pinned to the releases the tests were checked with"
+    installs = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+                if line.startswith("python -m pip install") and "-e" in line]
+    assert installs == ['python -m pip install -q -e ".[dev]"', 'python -m pip install -q -e ".[peers]"'], installs

@@ -186,14 +186,15 @@ def test_the_cpu_sweep_figures_the_readme_and_docs_quote_are_the_tables():
     others = t.drop(index=["softmax", "lru", "fnet"])
     assert set(others.avg_vs_ref) == {"not resolved"}  # "the only mixer shown above / below"
     assert set(t.drop(index="softmax").listops_vs_ref) == set(t.drop(index="softmax").text_vs_ref) == {"not resolved"}
-    assert (t.image_vs_ref == "equivalent").sum() == 8 and int(t.avg_best.sum()) == 9
+    assert (t.image_vs_ref == "equivalent").sum() == 8 and int(t.avg_best.sum()) == 10  # "ten mixers"
     gaps = {task: re.search(rf"{label} (\d+\.\d) points", notes).group(1)
             for task, label in (("listops", "ListOps"), ("text", "Text"), ("image", "Image"))}
     assert f"{gaps['listops']} points on ListOps and {gaps['text']} on text" in readme
     assert f"**{gaps['listops']} points on ListOps and {gaps['text']} on text** ({gaps['image']} on image)" in docs
     assert f"(detectable gap {gaps['image']})" in readme
     collapsed = re.search(r"Pathfinder (\d+) of (\d+)", notes).groups()
-    assert f"{collapsed[0]} of {collapsed[1]} runs" in readme and t.pathfinder_at_chance.all()
+    ran = t.pathfinder_n_runs.fillna(0) > 0  # a mixer whose Pathfinder runs are not in yet has no cell there
+    assert f"{collapsed[0]} of {collapsed[1]} runs" in readme and t.pathfinder_at_chance[ran].all()
     rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
         r"\| quick\s+\| (ListOps|Text|Image)\s+\| (\d\.\d\d) \[[^]]+\]\s+\| 3\s+\| [^|]+\| (\d\.\d\d)", report)}
     taus, tops = [rows[k][0] for k in ("ListOps", "Text", "Image")], [rows[k][1] for k in ("ListOps", "Text", "Image")]

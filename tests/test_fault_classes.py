@@ -39,6 +39,8 @@ from lra_bench.data.task import Task
 from lra_bench.errors import ConfigError, LRABenchError
 from lra_bench.infra.loggers import LoggerSettings
 from lra_bench.models.encoder import Encoder
+from lra_bench.models.mega import SUPPLIED as MEGA_SUPPLIED
+from lra_bench.models.mega import mega_classifier
 from lra_bench.models.ssm import SSMEncoder
 from lra_bench.reports.table1 import load_runs, table1
 from lra_bench.run.runner import StopSignals, run
@@ -85,10 +87,11 @@ def mixer(cls_name: str) -> list[str]:
 
 def config_classes() -> list[tuple[str, type, tuple[str, ...], str]]:
     """(where, class, arguments the harness supplies, key prefix) of every class a config section builds: every
-    registered mixer, both model blocks, every task of configs/task, the generators, trainer, logger, guard and
+    registered mixer, the three model blocks, every task of configs/task, the generators, trainer, logger, guard and
     pretrain."""
     out = [(f"attention={n}", get_attention_class(n), ENCODER_SUPPLIED, "attention") for n in list_attentions()]
     out += [("model", block, TASK_SUPPLIED_TO_ENCODER, "model") for block in (Encoder, SSMEncoder)]
+    out.append(("model", mega_classifier, MEGA_SUPPLIED, "model"))
     tasks = {resolve_class(_yaml(CONFIGS / "task" / f"{n}.yaml")["_target_"], Task, "task", [])
              for n in group_options("task")}
     out += [("task", cls, (), "task") for cls in sorted(tasks, key=lambda c: c.__name__)]

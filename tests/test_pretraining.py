@@ -219,10 +219,13 @@ def test_next_token_prediction_needs_a_causal_mixer_and_predicts_the_next_token(
         torch.testing.assert_close(model(changed)[:, :40], model(ids)[:, :40], rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("block", ["transformer", "ssm"])
-def test_the_token_head_reads_every_token_of_both_blocks_and_both_documents(smoke_cfg, block):
-    ssm = ["model=ssm", "attention=lru", "~model.num_heads", "~model.mlp_dim"] if block == "ssm" else []
-    p = plan(smoke_cfg("task=retrieval", "task.source=synthetic", "pretrain=mlm", *ssm))
+BLOCKS = {"transformer": [], "ssm": ["model=ssm", "attention=lru", "~model.num_heads", "~model.mlp_dim"],
+          "mega": ["model=mega", "attention=mega", "~model.num_heads", "~model.mlp_dim"]}
+
+
+@pytest.mark.parametrize("block", list(BLOCKS))
+def test_the_token_head_reads_every_token_of_every_block_and_both_documents(smoke_cfg, block):
+    p = plan(smoke_cfg("task=retrieval", "task.source=synthetic", "pretrain=mlm", *BLOCKS[block]))
     ids = torch.randint(1, 50, (3, 2, p.task.max_len))
     masked = torch.zeros_like(ids, dtype=torch.bool)
     masked[:, :, 5] = True

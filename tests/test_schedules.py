@@ -32,6 +32,16 @@ def test_constant_and_unknown():
         lr_factor(1, "linear", 10, 100)
 
 
+def test_linear_decay_matches_fairseq():
+    """fairseq's linear_decay (the Mega LRA recipes): linear warm-up, then linear decay to 0 at the last update."""
+    warmup, total = 100, 1000
+    assert lr_factor(50, "linear_decay", warmup, total) == pytest.approx(0.5)
+    assert lr_factor(100, "linear_decay", warmup, total) == pytest.approx(1.0)
+    assert lr_factor(550, "linear_decay", warmup, total) == pytest.approx(0.5)
+    assert lr_factor(1000, "linear_decay", warmup, total) == 0.0
+    assert lr_factor(1200, "linear_decay", warmup, total) == 0.0
+
+
 def test_cosine_to_zero_is_s4s_cosine_warmup():
     """profile=s4's schedule, the s4 repository's ``cosine_warmup`` (transformers' get_cosine_schedule_with_warmup):
     linear warm-up, then half a cosine over the steps left, zero at the horizon. LRA's cosine decays over the whole

@@ -41,7 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "the partial the encoder completes; `sections.py` holds the config hash, the config groups and `_target_` "
      "resolution; `overrides.py` the 'did you mean' of misspelt command-line overrides."),
     ("models", ("lra_bench.models",),
-     "The encoder and classifiers (`encoder.py`), the state-space block of `model=ssm` (`ssm.py`)."),
+     "The encoder and classifiers (`encoder.py`), the state-space block of `model=ssm` (`ssm.py`), Mega's own "
+     "block and classifier of `model=mega` (`mega.py`)."),
     ("train", ("lra_bench.train",),
      "The training loop (`loop.py`), the one optimizer step shared with the benchmark (`step.py`), the AdamW "
      "parameter groups from the mixers' declared settings (`param_groups.py`), LRA's schedules, the typed trainer "

@@ -1,10 +1,10 @@
 """Our attention layers beside the PyPI packages people already use, at matched settings (``tools/bench_peers.py``).
 
 Each ``Pair`` names one of our variants with its knobs and the package layer computing the same mechanism with the
-same sizes. Both sides are one self-attention layer (input projection, attention, output projection), no padding,
-no dropout anywhere (so the comparison is of the algorithms and their implementations), fed (B, N, dim) and timed
-forward + backward by the same code. ``sdpa`` is a layer around bare ``F.scaled_dot_product_attention`` with no
-mask: the fastest exact attention torch offers.
+same sizes. Both sides are one self-attention layer (input projection, attention, output projection; for Mega and
+Mamba the whole mixing layer, gates included), no padding, no dropout anywhere (so the comparison is of the
+algorithms and their implementations), fed (B, N, dim) and timed forward + backward by the same code. ``sdpa`` is
+a layer around bare ``F.scaled_dot_product_attention`` with no mask: the fastest exact attention torch offers.
 """
 
 from __future__ import annotations
@@ -88,6 +88,16 @@ PAIRS: tuple[Pair, ...] = (
                                 "use_rotary_pos_emb": False},
          "windows of 128 seeing the previous, own and next window (the package's non-causal default); "
          "the package also masks keys beyond 128 positions (exact_windowsize)"),
+    Pair("mega", "mega", {"z_dim": 64, "ndim": 16, "attention_function": "softmax"}, "mega-pytorch", "mega_pytorch",
+         "MegaLayer", lambda dim, heads, n: {"dim": dim, "ema_heads": 16, "attn_dim_qk": 64, "attn_dim_value": 2 * dim,
+                                             "laplacian_attn_fn": False, "causal": False},
+         "the whole Mega layer: bidirectional EMA (16 dimensions per channel; the package's shares rates across "
+         "channels), one softmax head over all N with z 64, V 2*dim, gates; the package's T5 bucketed bias"),
+    Pair("mamba", "mamba", {"kernel": "torch"}, "mambapy", "mambapy.vim", "VMambaBlock",
+         lambda dim, heads, n: {"config": importlib.import_module("mambapy.vim").MambaConfig(
+             d_model=dim, n_layers=1, bidirectional=True)},
+         "the whole bidirectional Mamba block (Vision Mamba v2): d_state 16, expand 2, conv 4; both PyTorch parallel "
+         "scans (ours odd-even reduction, the package's Blelloch), no CUDA kernel"),
 )
 PAIR_NAMES = tuple(p.name for p in PAIRS)
 

@@ -35,6 +35,7 @@ from lra_bench.config.sections import (
 from lra_bench.errors import ConfigError
 from lra_bench.infra.loggers import LoggerSettings
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
+from lra_bench.models.mega import MegaClassifier, mega_model
 from lra_bench.models.pretraining import Pretrainer
 from lra_bench.models.ssm import LinearDecoder, SSMEncoder
 from lra_bench.store.files import inside, stable_hash
@@ -67,7 +68,7 @@ class Plan:
 
     attention: str
     task: Any
-    model: Classifier | DualClassifier | LinearDecoder
+    model: Classifier | DualClassifier | LinearDecoder | MegaClassifier
     trainer: TrainerSettings
     logger: LoggerSettings
     seed: int
@@ -152,11 +153,15 @@ def build_task(section: DictConfig | dict[str, Any]) -> Any:
 
 
 def build_model(model_section: DictConfig | dict[str, Any], attention_section: DictConfig | dict[str, Any],
-                task: Any) -> Classifier | DualClassifier | LinearDecoder:
+                task: Any) -> Classifier | DualClassifier | LinearDecoder | MegaClassifier:
     """The classifier for ``task`` with the model section's sizes and the attention section's mixer."""
     model_kwargs = container(model_section)
     attention_cfg = attention_section
     block = model_kwargs.pop("block", "transformer")
+    if block == "mega":  # configs/model/mega.yaml: Mega's own block (lra_bench/models/mega.py)
+        factory = build_attention_factory(attention_cfg)
+        with mixer_built(factory):
+            return mega_model(model_kwargs, factory, task)
     if block == "ssm":  # configs/model/ssm.yaml
         foreign = sorted({"num_heads", "mlp_dim", "positions", "pool"} & set(model_kwargs))
         if foreign:
@@ -173,11 +178,12 @@ def build_model(model_section: DictConfig | dict[str, Any], attention_section: D
             return DualClassifier(ssm, model_kwargs["dim"], task.num_classes, task.interaction)
         return LinearDecoder(ssm, task.num_classes)
     if block != "transformer":
-        raise ConfigError(f"model.block must be 'ssm' (configs/model/ssm.yaml) or absent (the Transformer block of "
-                          f"configs/model/encoder.yaml), got {block!r}")
+        raise ConfigError(f"model.block must be 'ssm' (configs/model/ssm.yaml), 'mega' (configs/model/mega.yaml) or "
+                          f"absent (the Transformer block of configs/model/encoder.yaml), got {block!r}")
     if {"norm", "prenorm"} & set(model_kwargs):
-        raise ConfigError("model.norm and model.prenorm belong to the state-space block: add model=ssm "
-                          "(profile=s4 is written for `model=ssm attention=s4d`)")
+        raise ConfigError("model.norm and model.prenorm belong to the state-space and Mega blocks: add model=ssm "
+                          "(profile=s4 is written for `model=ssm attention=s4d`) or model=mega (profile=mega is "
+                          "written for `model=mega attention=mega`)")
     check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
     factory = build_attention_factory(attention_cfg)
     with mixer_built(factory):

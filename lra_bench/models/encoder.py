@@ -172,6 +172,12 @@ class Classifier(nn.Module):
         return self.head(self.encoder(input_ids))  # (B, num_classes)
 
 
+def pair_features(u: Tensor, v: Tensor, interaction: str) -> Tensor:
+    """LRA retrieval's interaction of two pooled documents (B, C) each: ``concat`` = [u, v] (the released code),
+    ``nli`` = [u, v, u·v, u−v] (the paper's Eq. 1). Returns (B, 2C) or (B, 4C)."""
+    return torch.cat([u, v] if interaction == "concat" else [u, v, u * v, u - v], dim=-1)
+
+
 class DualClassifier(nn.Module):
     """Two-tower matching (LRA retrieval): one shared encoder for both documents, then LRA's dual head
     ``Dense(mlp_dim) -> ReLU -> Dense(mlp_dim // 2) -> ReLU -> Dense(num_classes)`` over the interaction:
@@ -190,6 +196,4 @@ class DualClassifier(nn.Module):
     def forward(self, input_ids: Tensor) -> Tensor:
         b = input_ids.shape[0]
         pooled = self.encoder(rearrange(input_ids, "b two l -> (two b) l"))  # (2B, C), shared encoder
-        u, v = pooled[:b], pooled[b:]  # (B, C) each
-        feats = [u, v] if self.interaction == "concat" else [u, v, u * v, u - v]
-        return self.head(torch.cat(feats, dim=-1))  # (B, num_classes)
+        return self.head(pair_features(pooled[:b], pooled[b:], self.interaction))  # (B, num_classes)

@@ -1,4 +1,4 @@
-"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``), and s4's cosine.
+"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``), s4's and fairseq's.
 
 The rate is a product of factors evaluated at the optimizer step t (0 for the first update); ``total`` is the
 schedule's horizon (``trainer.schedule_steps``, by default ``max_steps``):
@@ -10,6 +10,8 @@ schedule's horizon (``trainer.schedule_steps``, by default ``max_steps``):
     cosine_to_zero: constant * t / warmup during the warm-up, then max(0, 0.5 (1 + cos(pi (t - warmup) /
             (total - warmup)))): zero at t = total. The s4 repository's ``cosine_warmup`` (transformers'
             ``get_cosine_schedule_with_warmup``, half a cycle), used by ``profile=s4`` only.
+    linear_decay: constant * min(1, t / warmup) * max(0, (total - t) / (total - warmup))  after the warm-up
+            (fairseq's ``linear_decay`` to 0 at ``total``: the Mega LRA recipes, profile=mega)
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Literal, get_args
 from lra_bench.checks import check_choice
 
 #: the names ``trainer.schedule`` accepts (checked against it)
-Schedule = Literal["rsqrt", "cosine", "constant", "cosine_to_zero"]
+Schedule = Literal["rsqrt", "cosine", "constant", "cosine_to_zero", "linear_decay"]
 
 
 # each takes the warm-up factor first: (warm, step, warmup_steps, total_steps) -> the rate's multiplier
@@ -45,8 +47,15 @@ def _cosine_to_zero(warm: float, step: int, warmup_steps: int, total_steps: int)
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+def _linear_decay(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    if step <= warmup_steps:
+        return warm
+    return max(0.0, (total_steps - step) / max(total_steps - warmup_steps, 1))
+
+
 DECAY: dict[str, Callable[[float, int, int, int], float]] = {
-    "rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant, "cosine_to_zero": _cosine_to_zero}
+    "rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant, "cosine_to_zero": _cosine_to_zero,
+    "linear_decay": _linear_decay}
 assert set(DECAY) == set(get_args(Schedule)), "every Schedule name needs its factor in DECAY"
 
 

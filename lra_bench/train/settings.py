@@ -21,7 +21,8 @@ class TrainerSettings:
     batch_size: training batch (global; LRA 32 for ListOps).
     eval_batch_size: batch for val/test evaluation (always the full split, remainder included).
     lr: the schedule's ``constant`` (LRA ListOps 0.05 with rsqrt => peak 0.05/sqrt(warmup)).
-    schedule: "rsqrt" | "cosine" | "constant" (LRA's) | "cosine_to_zero" (s4's; see ``schedules.py``).
+    schedule: "rsqrt" | "cosine" | "constant" (LRA's) | "cosine_to_zero" (s4's) | "linear_decay" (Mega's, fairseq's;
+        see ``schedules.py``).
     warmup_steps: linear warm-up steps.
     schedule_steps: the schedule's horizon (LRA's and s4's ``num_training_steps``); None = ``max_steps``. s4 trains
         some tasks for fewer steps than its schedule's horizon (whole epochs: Retrieval 45,960 of 50,000).
