@@ -64,4 +64,5 @@ def resolve_class(target: Any, base: type[T], where: str, valid: list[str]) -> t
     return cls
 
 
-__all__ = ["CONFIG_DIR", "NON_SEMANTIC_KEYS", "config_hash", "container", "group_options", "resolve_class", "section_dataclass"]
+__all__ = ["CONFIG_DIR", "NON_SEMANTIC_KEYS", "config_hash", "container", "group_options", "resolve_class",
+           "section_dataclass"]

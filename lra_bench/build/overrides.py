@@ -8,7 +8,6 @@ or the problem is one Hydra reports itself (syntax errors, interpolation errors)
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from pathlib import Path
 

@@ -17,8 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from lra_bench.build.attention import attention_class, build_attention_factory
-from lra_bench.build.config import (CONFIG_DIR, config_hash, container, group_options, resolve_class,
-                                    section_dataclass)
+from lra_bench.build.config import CONFIG_DIR, config_hash, container, group_options, resolve_class, section_dataclass
 from lra_bench.checks import check_kwargs
 from lra_bench.errors import ConfigError
 from lra_bench.infra.loggers import LoggerSettings
