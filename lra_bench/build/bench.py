@@ -31,6 +31,8 @@ class BenchSettings:
     repeats: int = 5
     timeout_s: float = 900
     device: str = "auto"
+    interleaved: bool = True
+    rounds: int = 3
 
     def __post_init__(self) -> None:
         lens = list(self.seq_lens)
@@ -39,7 +41,8 @@ class BenchSettings:
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
             raise ConfigError(f"bench.modes must be a subset of {MODES}, got {list(self.modes)}")
-        positive("bench", repeats=self.repeats, timeout_s=self.timeout_s, batch_size=self.batch_size)
+        positive("bench", repeats=self.repeats, timeout_s=self.timeout_s, batch_size=self.batch_size,
+                 rounds=self.rounds)
         if self.warmup < 0:
             raise ConfigError(f"bench.warmup must be >= 0, got {self.warmup}")
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from lra_bench.reports import paper
 from lra_bench.reports.figures import save_png_svg
-from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise
+from lra_bench.reports.noise import BUSY_MARK, MARK, NOISY_IQR, busy_note, noise_note, rerun_command, with_noise
 from lra_bench.reports.store import flatten, read_json_tree
 
 GROUP = ["device", "profile", "batch", "mode"]
@@ -107,12 +107,13 @@ def rank_text(rho: float) -> str:
     return f"{rho:.2f}" if np.isfinite(rho) else "undefined (fewer than 3 shared rows, or one side all tied)"
 
 
-def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bool = False) -> str:
+def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bool = False,
+              busy: bool = False) -> str:
     """"value (r1x / r2x)" for an ok cell (a ratio with no baseline shows as "-"), the status otherwise."""
     if row["status"] != "ok":
         return str(row["status"]).upper()
     shown = " / ".join("-" if pd.isna(row[r]) else f"{row[r]:.2f}x" for r in ratios)
-    return f"{row[value]:{fmt}} ({shown})" + (f" {MARK}" if noisy else "")
+    return f"{row[value]:{fmt}} ({shown})" + (f" {MARK}" if noisy else "") + (f" {BUSY_MARK}" if busy else "")
 
 
 def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
@@ -133,7 +134,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         for attention, a in g.sort_values("n").groupby("attention"):
             row = {"attention": attention}
             for _, r in a.iterrows():
-                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", speed_ratios, ".3g", bool(r.noisy))
+                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", speed_ratios, ".3g", bool(r.noisy), bool(r.busy))
             for _, r in a.iterrows():
                 mib = r.copy()
                 mib["memory_mib"] = r["memory_bytes"] / 2**20 if r["status"] == "ok" else np.nan
@@ -159,7 +160,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         theirs = pd.Series({k: v[-1] for k, v in paper.TABLE2_STEPS.items()})
         rho = spearman(ours, theirs)
         t = t.drop(columns="_ours_longest").assign(**setting)
-        blocks.append((setting, longest, rho, t, noise_note(g)))
+        blocks.append((setting, longest, rho, t, noise_note(g) + busy_note(g)))
     md = []
     for setting, longest, rho, t, note in blocks:
         ratios = ("(x / x) = ratio to softmax / to flash at the same length; \"overtakes flash at N\" = the "
