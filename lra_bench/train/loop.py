@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from lra_bench.data.batches import eval_batches, train_batches
-from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.infra.memory import AllocatorReuse, peak_memory_bytes, reset_peak_memory
 from lra_bench.infra.progress import TRAIN_FORMAT, clock, live_bar, training_advice
 from lra_bench.infra.timing import StepTimer
 from lra_bench.train import checkpoint
@@ -51,6 +51,7 @@ class TrainResult:
     val_eval_seconds: float = 0.0  # wall time of the validation evaluations (over resumes)
     restarts: int = 0  # how many times training resumed from a checkpoint (preempted, requeued, killed, rerun)
     param_groups: list[dict[str, object]] = field(default_factory=list)  # param_groups.describe
+    allocator_reuse: bool = False  # CPU: freed memory kept for reuse after the first step (infra.memory)
 
 
 @torch.no_grad()
@@ -205,8 +206,8 @@ def train(
     memory_reset = reset_peak_memory(device)
     t_loop = time.perf_counter()
     advised = False
-    with live_bar(s.max_steps, "train", " steps", initial=start, show=shard.rank == 0,
-                  bar_format=TRAIN_FORMAT) as bar:
+    with AllocatorReuse(device) as allocator, live_bar(s.max_steps, "train", " steps", initial=start,
+                                                       show=shard.rank == 0, bar_format=TRAIN_FORMAT) as bar:
         for step in range(start + 1, s.max_steps + 1):
             timer.start()
             x, y = shard.take(*next(batches))
@@ -216,6 +217,7 @@ def train(
             for module in hooks:
                 module.on_train_step(step)
             timer.stop()
+            allocator.after_step()  # the first step of this process with the default allocator, then reuse
 
             loss_value = float(loss.detach())
             if not np.isfinite(loss_value):
@@ -269,4 +271,5 @@ def train(
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
                        loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"], restarts=restarts,
+                       allocator_reuse=allocator.applied,
                        param_groups=describe(optimizer, peak_factor(s.schedule, s.warmup_steps)))

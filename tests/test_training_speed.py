@@ -1,0 +1,52 @@
+"""Training as fast as the benchmark measures it (issue 45): the benchmark's allocator setting in every run, the
+machine in every record."""
+
+from __future__ import annotations
+
+import ctypes.util
+
+import pytest
+
+import lra_bench.infra.memory as memory
+from lra_bench.run.runner import run
+
+
+def test_a_run_reuses_freed_memory_after_its_first_step_and_says_so(smoke_cfg, monkeypatch):
+    """As the benchmark's cell: the first step with the default allocator (whose peak is what the cell measures),
+    then freed memory kept for reuse; the defaults come back when training ends; the record says so."""
+    calls = []
+    real_reuse, real_restore = memory.reuse_freed_memory, memory.restore_allocator
+
+    def reuse():
+        calls.append("reuse")
+        return real_reuse()
+
+    def restore():
+        calls.append("restore")
+        return real_restore()
+
+    monkeypatch.setattr(memory, "reuse_freed_memory", reuse)
+    monkeypatch.setattr(memory, "restore_allocator", restore)
+    record = run(smoke_cfg("trainer.max_steps=4", "trainer.eval_every=2"))
+    assert record["status"] == "ok", record["message"]
+    glibc = ctypes.util.find_library("c") is not None
+    assert calls == (["reuse", "restore"] if glibc else ["reuse"])
+    assert record["memory"]["allocator_reuse"] is glibc
+
+
+def test_the_record_states_the_machine_and_its_load(smoke_cfg):
+    record = run(smoke_cfg("trainer.max_steps=2", "trainer.eval_every=2"))
+    machine = record["machine"]
+    assert machine["usable_cores"] >= 1 and machine["threads"] >= 1 and machine["cpu"]
+    assert len(machine["loadavg_before"]) == len(machine["loadavg_after"]) == 3
+    if machine["busy"] is not None:  # Linux: the other processes' share of the cores during training
+        assert machine["other_cores"] >= 0 and isinstance(machine["busy"], bool)
+
+
+@pytest.mark.parametrize("device", ["cuda"])
+def test_no_allocator_change_off_the_cpu(device):
+    import torch
+
+    with memory.AllocatorReuse(torch.device(device)) as a:
+        a.after_step()
+    assert a.applied is False
