@@ -46,7 +46,7 @@ from lra_bench.infra.memory import is_oom, peak_memory_of, release_freed_memory,
 from lra_bench.infra.timing import summarize, timed_runs
 from lra_bench.train.loop import make_optimizer
 from lra_bench.train.settings import TrainerSettings
-from lra_bench.train.step import autocast, compile_enabled, train_step
+from lra_bench.train.step import autocast, checkpoint_blocks, compile_enabled, train_step
 
 
 def model_step(cfg: Mapping[str, Any], n: int, batch: int, device: torch.device) -> tuple[Callable[[], None], int]:
@@ -55,6 +55,7 @@ def model_step(cfg: Mapping[str, Any], n: int, batch: int, device: torch.device)
     task = build_task({**cfg["task"], "max_len": n})
     model = build_model(cfg["model"], cfg["attention"], task).to(device).train()
     settings = section_dataclass(TrainerSettings, cfg["trainer"], "trainer")
+    checkpoint_blocks(model, settings.activation_checkpointing)
     if compile_enabled(settings.compile, device):
         model.compile()
     low = 0 if task.pad_id is None else 1

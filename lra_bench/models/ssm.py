@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
 from lra_bench.errors import ConfigError
+from lra_bench.models.encoder import run_blocks
 
 
 class SSMBlock(nn.Module):
@@ -77,12 +78,12 @@ class SSMEncoder(nn.Module):
             SSMBlock(attention(dim=dim, num_heads=1, seq_len=max_len, dropout=dropout), dim, dropout, norm, prenorm)
             for _ in range(depth)
         )
+        self.checkpoint_blocks = False  # trainer.activation_checkpointing (train.step.checkpoint_blocks)
 
     def forward(self, input_ids: Tensor) -> Tensor:
         mask = None if self.pad_id is None else input_ids != self.pad_id  # (B, L) True = real token
         x = self.embed(input_ids)  # (B, L, C)
-        for block in self.blocks:
-            x = block(x, mask)
+        x = run_blocks(self.blocks, x, mask, self.checkpoint_blocks)  # (B, L, C)
         if mask is None:
             return x.mean(1)  # (B, C)
         weights = mask.to(x.dtype)[..., None]  # (B, L, 1)

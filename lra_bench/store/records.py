@@ -30,9 +30,20 @@ REQUIRED_FIELDS = (
 NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun")
 
 
+#: (section, key): value -- keys added after records existed, left out of the hash at that (default) value, so that
+#: the records made before them keep their identity; any other value is part of the hash
+OMITTED_AT_DEFAULT = {("trainer", "activation_checkpointing"): False}
+
+
 def semantic_hash(config: dict[str, Any]) -> str:
-    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS``: same hash = same experiment."""
-    return stable_hash({k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS})
+    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS`` (and the keys of
+    ``OMITTED_AT_DEFAULT`` at their default): same hash = same experiment."""
+    kept = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS}
+    for (section, key), default in OMITTED_AT_DEFAULT.items():
+        values = kept.get(section)
+        if isinstance(values, dict) and key in values and values[key] == default:
+            kept[section] = {k: v for k, v in values.items() if k != key}
+    return stable_hash(kept)
 
 
 def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:

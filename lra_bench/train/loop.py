@@ -25,7 +25,7 @@ from lra_bench.train import checkpoint
 from lra_bench.train.param_groups import describe, param_groups
 from lra_bench.train.schedules import lr_factor, peak_factor
 from lra_bench.train.settings import TrainerSettings
-from lra_bench.train.step import autocast, train_step
+from lra_bench.train.step import autocast, checkpoint_blocks, train_step
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,7 @@ def train(
     ckpt = checkpointing or Checkpointing()
     shard = shard or Shard()
     core = getattr(model, "module", model)  # the unwrapped model (DDP keeps it in .module)
+    checkpoint_blocks(core, s.activation_checkpointing)
     optimizer, scheduler = make_optimizer(model, s)
     hooks = [m for m in core.modules() if callable(getattr(m, "on_train_step", None))]
     timer = StepTimer(device=device, warmup=s.timing_warmup_steps)
