@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention._blocks import masked_attention, pad_dim, real_keys
+from lra_bench.attention._blocks import all_valid, masked_attention, pad_dim, real_keys
 from lra_bench.attention.base import Attention
 from lra_bench.errors import ConfigError
 
@@ -100,14 +100,20 @@ class SinkhornAttention(Attention):
         real_b = rearrange(real, "b (nb w) -> b nb w", w=bs)  # (B, nb, bs)
         p = self.permutation(kb, real_b)  # (B, H, nb, nb)
         # sorted block i = mixture of the blocks j, renormalised over the real tokens at each slot
-        realf = real_b.to(p.dtype)  # (B, nb, bs)
-        den = torch.einsum("bhij,bjt->bhit", p, realf)  # (B, H, nb, bs) real weight reaching each slot
-        pad = ~real_b[:, None, :, :, None]  # (B, 1, nb, bs, 1)
-        zb, zv = kb.masked_fill(pad, 0), vb.masked_fill(pad, 0)  # padded tokens zeroed (robust to inf/NaN content)
-        den_safe = torch.where(den > 0, den, torch.ones_like(den))[..., None]  # slots with no real token: masked
-        k_sort = torch.einsum("bhij,bhjtd->bhitd", p, zb) / den_safe  # (B, H, nb, bs, D)
-        v_sort = torch.einsum("bhij,bhjtd->bhitd", p, zv) / den_safe
+        if all_valid(real_b):  # no padding: every slot holds real tokens only, nothing to mask or zero
+            den = p.sum(dim=-1)[..., None, None]  # (B, H, nb, 1, 1) the weight reaching every slot of block i
+            k_sort = torch.einsum("bhij,bhjtd->bhitd", p, kb) / den  # (B, H, nb, bs, D)
+            v_sort = torch.einsum("bhij,bhjtd->bhitd", p, vb) / den
+            valid = None
+        else:
+            realf = real_b.to(p.dtype)  # (B, nb, bs)
+            den = torch.einsum("bhij,bjt->bhit", p, realf)  # (B, H, nb, bs) real weight reaching each slot
+            pad = ~real_b[:, None, :, :, None]  # (B, 1, nb, bs, 1)
+            zb, zv = kb.masked_fill(pad, 0), vb.masked_fill(pad, 0)  # padded tokens zeroed (robust to inf/NaN)
+            den_safe = torch.where(den > 0, den, torch.ones_like(den))[..., None]  # slots with no real token: masked
+            k_sort = torch.einsum("bhij,bhjtd->bhitd", p, zb) / den_safe  # (B, H, nb, bs, D)
+            v_sort = torch.einsum("bhij,bhjtd->bhitd", p, zv) / den_safe
+            valid = torch.cat([real_b[:, None].expand_as(den), den > 0], dim=-1)[:, :, :, None, :]  # (B,H,nb,1,2bs)
         k_set, v_set = torch.cat([kb, k_sort], dim=3), torch.cat([vb, v_sort], dim=3)  # (B, H, nb, 2bs, D)
-        valid = torch.cat([real_b[:, None].expand_as(den), den > 0], dim=-1)[:, :, :, None, :]  # (B,H,nb,1,2bs)
         out, _ = masked_attention(qb, k_set, v_set, valid, self.head_dim**-0.5, self.attn_drop)  # (B,H,nb,bs,D)
         return rearrange(out, "b h nb w d -> b h (nb w) d")[:, :, :n]  # (B, H, N, D)
