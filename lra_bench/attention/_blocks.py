@@ -53,8 +53,12 @@ def neighbor_blocks(x: Tensor, before: int, after: int, dim: int, value: float |
 
 def all_valid(valid: Tensor | None) -> bool:
     """Whether a validity tensor excludes nothing (None counts as all valid). One host sync on a small tensor: the
-    fast path of the kernels below, chosen from the batch's padding (none: no mask is applied at all)."""
-    return valid is None or bool(valid.all())
+    fast path of the kernels below, chosen from the batch's padding (none: no mask is applied at all). Under
+    ``torch.compile`` the answer is "not known" (False: the mask is applied, which is right either way), so the
+    compiled graph has no break."""
+    if valid is None:
+        return True
+    return False if torch.compiler.is_compiling() else bool(valid.all())
 
 
 def masked_attention(
@@ -80,6 +84,30 @@ def masked_attention(
     if drop is not None:
         probs = drop(probs)
     return probs @ v, None if lse is None else lse.squeeze(-1)
+
+
+def attention_over_key_sets(
+    q: Tensor, keys: list[Tensor], values: list[Tensor], valid: Tensor | None, scale: float,
+    drop: nn.Module | None = None,
+) -> Tensor:
+    """``masked_attention`` over the union of several key sets, without concatenating the keys: the scores of each
+    set are computed apart and concatenated (contiguous, cheap), one softmax over all, and the outputs summed.
+
+    q: (..., Lq, D); keys[i], values[i]: (..., Li, D); valid: bool broadcastable to (..., Lq, ΣLi) or None.
+    Returns (..., Lq, D). ``scale`` 1.0: q comes scaled (no copy of it is made).
+    """
+    q = q * scale if scale != 1.0 else q
+    scores = torch.cat([q @ k.transpose(-2, -1) for k in keys], dim=-1)  # (..., Lq, ΣLi)
+    if not all_valid(valid):
+        scores.masked_fill_(~valid, torch.finfo(scores.dtype).min)
+    probs = scores.softmax(dim=-1)
+    if drop is not None:
+        probs = drop(probs)
+    parts = probs.split([v.shape[-2] for v in values], dim=-1)  # (..., Lq, Li) each; split, not slices: no zero fill
+    out = parts[0] @ values[0]  # (..., Lq, D)
+    for p, v in zip(parts[1:], values[1:], strict=True):
+        out += p @ v  # in place: a product's output is saved by no backward
+    return out
 
 
 def masked_attention_with_shared(
