@@ -116,6 +116,17 @@ def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bo
     return f"{row[value]:{fmt}} ({shown})" + (f" {MARK}" if noisy else "") + (f" {BUSY_MARK}" if busy else "")
 
 
+FLASH_CPU_NOTE = ("`flash` on a CPU: in training with attention dropout (`attention.attn_dropout` > 0, LRA's 0.1) no "
+                  "fused CPU kernel applies, so `scaled_dot_product_attention` runs its math kernel and builds the "
+                  "N x N matrix like `softmax` (a run warns once); `attention.attn_dropout=0.0` keeps the fused kernel "
+                  "(`python tools/bench_flash.py` measures both).\n")
+
+
+def flash_note(cells: pd.DataFrame, setting: dict) -> str:
+    """The footnote of a CPU table with a ``flash`` row: its dropout falls back to the unfused kernel."""
+    return FLASH_CPU_NOTE if str(setting["device"]).startswith("cpu") and (cells.attention == "flash").any() else ""
+
+
 def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
     """Table 2 layout for one mode: steps/s and memory per length, ratios, exponents, paper columns."""
     sub = with_noise(with_ratios(df[df["mode"] == mode]))
@@ -160,7 +171,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         theirs = pd.Series({k: v[-1] for k, v in paper.TABLE2_STEPS.items()})
         rho = spearman(ours, theirs)
         t = t.drop(columns="_ours_longest").assign(**setting)
-        blocks.append((setting, longest, rho, t, noise_note(g) + busy_note(g)))
+        blocks.append((setting, longest, rho, t, noise_note(g) + busy_note(g) + flash_note(g, setting)))
     md = []
     for setting, longest, rho, t, note in blocks:
         ratios = ("(x / x) = ratio to softmax / to flash at the same length; \"overtakes flash at N\" = the "
