@@ -50,11 +50,14 @@ def test_a_benchmark_on_busy_cores_marks_its_cells_and_the_chart_leaves_them_out
     """Two spinning processes per usable core beside a two-variant benchmark (timed in turns): both cells are marked
     busy, Table 2 says so and counts them, the bubble chart plots neither and says why."""
     spinners = 2 * usable_cores()
-    child = subprocess.Popen([sys.executable, "-c", SPIN, str(spinners)], stdout=subprocess.PIPE, text=True,
+    child = subprocess.Popen([sys.executable, "-c", SPIN, str(spinners)], stdout=subprocess.PIPE,
                              start_new_session=True)
     try:
-        for _ in range(spinners):  # every spinner has started
-            assert child.stdout.readline().strip() == "spinning"
+        seen = ""
+        while seen.count("spinning") < spinners:  # every spinner has started (their lines may interleave)
+            chunk = os.read(child.stdout.fileno(), 1024).decode()
+            assert chunk, "the spinning child ended"
+            seen += chunk
         plans = [bench_plan(compose_run([f"attention={name}", "task=listops", "profile=smoke", "bench.seq_lens=[128]",
                                          "bench.modes=[model]", "bench.warmup=1", "bench.repeats=12"], tmp_path,
                                         config_name="benchmark")) for name in ("softmax", "linear")]

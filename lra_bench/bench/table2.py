@@ -125,8 +125,8 @@ def _write(cell: _Cell, res: dict[str, Any]) -> dict[str, Any]:
     record = {
         "attention": bp.attention, "task": bp.task, "profile": bp.profile, "mode": cell.mode, "n": cell.n,
         "batch": bp.batch, "device": device_label(bp.device), "torch_version": torch.__version__,
-        "git_commit": git_commit(), "model": {k: model[k] for k in MODEL_SIZES if k in model},
-        "memory_kind": memory_kind(bp.device),
+        "git_commit": git_commit(), "model": {k: model[k] for k in MODEL_SIZES if k in model}, "block": bp.block,
+        "memory_kind": memory_kind(bp.device), **({"sizes_left_out": bp.dropped} if bp.dropped else {}),
         "key_hash": cell.key_hash, "created_at": dt.datetime.now(dt.UTC).isoformat(), **res,
     }
     record["checksum"] = checksum(record)

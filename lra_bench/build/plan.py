@@ -28,6 +28,7 @@ from lra_bench.store.records import run_dir
 from lra_bench.train.settings import TrainerSettings
 
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
+TRANSFORMER_ONLY = frozenset({"num_heads", "mlp_dim", "positions", "pool"})  # model keys the state-space block lacks
 RUN_SECTIONS = ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed")
 
 
@@ -102,7 +103,7 @@ def build_model(model_section: DictConfig | dict[str, Any], attention_section: D
     attention_cfg = attention_section
     block = model_kwargs.pop("block", "transformer")
     if block == "ssm":  # configs/model/ssm.yaml
-        foreign = sorted({"num_heads", "mlp_dim", "positions", "pool"} & set(model_kwargs))
+        foreign = sorted(TRANSFORMER_ONLY & set(model_kwargs))
         if foreign:
             raise ConfigError(f"model=ssm has no {', '.join(foreign)} (Transformer-block sizes, set by this profile); "
                               "use profile=s4, or drop them on the command line, e.g. "

@@ -196,12 +196,15 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     for k, v in setting.items():
         sub = sub[sub[k] == v]
     sub = with_ratios(sub)
+    if "block" in sub.columns:  # one cell per attention: its Transformer-block cell, else its model=ssm one
+        sub = sub.assign(_ssm=sub["block"] != "transformer").sort_values("_ssm", kind="stable")
+        sub = sub.drop_duplicates(["attention", "n"], keep="first")
     longest = int(sub["n"].max())
     at = sub[sub["n"] == longest].set_index("attention")
     task = at["task"].dropna().iloc[0] if "task" in at.columns and at["task"].notna().any() else None
     meta = {**setting, "n": longest, "task": task, "scores_profile": profile, "size": size, "x": x,
             "speed_source": FROM_RECORDS if from_records else "benchmark", "busy_left_out": 0,
-            "machine": machine_text(at)}
+            "machine": machine_text(at), "ssm_block": sorted(at.index[at["_ssm"]]) if "_ssm" in at.columns else []}
     rows, omitted = [], {}
     busy_cells = busy(at)  # timed while other work used the cores: left out
     for att in attention_order(set(sc["attention"]) | set(at.index)):
@@ -406,7 +409,8 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     ours.set_gid("ours")
     _error_bars(ax, data)
     labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
-               "text": (f"{MARK} " if r.noisy else "") + r.attention + (f" [{r.n_tasks}/5]" if part else "")}
+               "text": (f"{MARK} " if r.noisy else "") + r.attention + (f" [{r.n_tasks}/5]" if part else "")
+               + (" (model=ssm)" if r.attention in meta["ssm_block"] else "")}
               for r, part in zip(data.itertuples(), partial, strict=True)]
     frames = [data]
     if overlay_paper:

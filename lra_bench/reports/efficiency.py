@@ -17,7 +17,7 @@ from lra_bench.reports.figures import save_png_svg
 from lra_bench.reports.noise import BUSY_MARK, MARK, NOISY_IQR, busy_note, noise_note, rerun_command, with_noise
 from lra_bench.reports.store import flatten, read_json_tree
 
-GROUP = ["device", "profile", "batch", "mode"]
+GROUP = ["device", "profile", "batch", "mode", "block"]  # block: the model's, "transformer" or "ssm" (model=ssm)
 
 
 def load_cells(bench_dir: Path) -> pd.DataFrame:
@@ -25,6 +25,7 @@ def load_cells(bench_dir: Path) -> pd.DataFrame:
     df = flatten(rows)
     if df.empty:
         return df
+    df["block"] = df["block"].fillna("transformer") if "block" in df.columns else "transformer"  # older cells
     df = df.sort_values("created_at").drop_duplicates(["attention", *GROUP, "n"], keep="last")
     ok = df["status"] == "ok"
     df["steps_per_s"] = np.where(ok, 1.0 / df.get("median_s", np.nan), np.nan)
@@ -46,13 +47,16 @@ BASELINES = ("softmax", "flash")  # ratio columns: the paper's baseline, and exa
 
 def with_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """Add speed and memory ratios to softmax and to flash measured in the same setting (device, profile, batch,
-    mode, n): ``speed_vs_softmax``, ``memory_vs_softmax``, ``speed_vs_flash``, ``memory_vs_flash`` (NaN where the
-    baseline was not measured or did not run)."""
+    mode, n; the baselines' Transformer block, also for model=ssm cells): ``speed_vs_softmax``,
+    ``memory_vs_softmax``, ``speed_vs_flash``, ``memory_vs_flash`` (NaN where the baseline was not measured or did
+    not run)."""
     out = df
+    same = [g for g in GROUP if g != "block"]  # model=ssm cells are compared with the Transformer's baselines
     for name in BASELINES:
-        base = df[df.attention == name].set_index([*GROUP, "n"])[["steps_per_s", "memory_bytes"]]
+        base = df[(df.attention == name) & (df.get("block", "transformer") == "transformer")]
+        base = base.set_index([*same, "n"])[["steps_per_s", "memory_bytes"]]
         base = base.rename(columns={"steps_per_s": f"{name}_steps_per_s", "memory_bytes": f"{name}_memory_bytes"})
-        out = out.join(base, on=[*GROUP, "n"])
+        out = out.join(base, on=[*same, "n"])
         out[f"speed_vs_{name}"] = out["steps_per_s"] / out[f"{name}_steps_per_s"]
         out[f"memory_vs_{name}"] = out["memory_bytes"] / out[f"{name}_memory_bytes"]
     return out
@@ -177,7 +181,8 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         ratios = ("(x / x) = ratio to softmax / to flash at the same length; \"overtakes flash at N\" = the "
                   "length from which the variant is faster than flash, interpolated log-log between measured lengths"
                   if "overtakes flash at N" in t else "(x) = ratio to softmax at the same length")
-        md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`, batch "
+        block = "" if setting["block"] == "transformer" else f", the `model={setting['block']}` block"
+        md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`{block}, batch "
                   f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
                   f"inputs during a training step; {ratios}. Spearman rank "
                   f"agreement of steps/s at N={longest} with the paper's 4K column: {rank_text(rho)}.\n")
@@ -194,7 +199,9 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
 def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
     """Log-log time and memory against N per variant, fitted exponent in the legend, a black x where a variant
     overtakes flash (when flash was measured); PNG (and SVG beside it)."""
-    every = df[df["mode"] == mode]
+    every = df[df["mode"] == mode].copy()
+    ssm = every["block"] != "transformer"  # model=ssm cells: their own lines, labelled
+    every["attention"] = every["attention"].where(~ssm, every["attention"] + " (model=" + every["block"] + ")")
     sub = with_noise(every[every.status == "ok"])
     exps = exponents(sub).groupby("attention").first()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))

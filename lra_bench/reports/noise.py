@@ -67,7 +67,9 @@ def rerun_command(cells: pd.DataFrame) -> str:
     repeats = max(RERUN_REPEATS, 2 * int(previous)) if np.isfinite(previous) else RERUN_REPEATS
     task = first["task"] if isinstance(first.get("task"), str) else "text"  # the benchmark's default task
     multi = "-m " if "," in attentions else ""
-    return (f"python scripts/benchmark.py {multi}attention={attentions} task={task} profile={first['profile']} "
+    block = first.get("block")
+    model = f" model={block}" if isinstance(block, str) and block != "transformer" else ""
+    return (f"python scripts/benchmark.py {multi}attention={attentions}{model} task={task} profile={first['profile']} "
             f"'bench.seq_lens=[{lens}]' 'bench.modes=[{modes}]' bench.batch_size={int(first['batch'])} "
             f"bench.repeats={repeats}")
 
