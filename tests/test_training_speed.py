@@ -50,3 +50,32 @@ def test_no_allocator_change_off_the_cpu(device):
     with memory.AllocatorReuse(torch.device(device)) as a:
         a.after_step()
     assert a.applied is False
+
+
+LAZY_PROBE = """
+import sys
+from pathlib import Path
+from tests.conftest import compose_run
+from lra_bench.run.runner import run
+overrides = ["profile=smoke", "trainer.max_steps=2", "trainer.eval_every=2", "rerun=true"]
+record = run(compose_run(overrides, Path(sys.argv[1])))
+assert record["status"] == "ok", record["message"]
+print(*(name in sys.modules for name in ("datasets", "pandas")))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_on_a_cached_task_imports_only_what_it_needs(tmp_path):
+    """Start-up (issue 45): a run whose data is cached reads it with pyarrow alone: neither datasets nor pandas (about
+    1.6 s of imports) is loaded."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    for attempt in ("fills the cache", "reads it"):
+        out = subprocess.run([sys.executable, "-c", LAZY_PROBE, str(tmp_path)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert out.returncode == 0, (attempt, out.stderr[-2000:])
+    assert out.stdout.split()[-2:] == ["False", "False"], out.stdout
