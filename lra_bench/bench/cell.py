@@ -23,9 +23,9 @@ compiled, allocator_reuse, machine}.
 
 Served (``serve`` true, ``bench.interleaved``): after the memory step the process prints {"status": "ready", memory
 fields, params, compiled, allocator_reuse}, hands its freed memory back and waits; each further stdin line
-{"warmup": w, "repeats": k} runs w untimed and k timed steps and prints {"status": "timed", "durations": [...],
-"use": ...}, then parks again; {"finish": true} (or the end of stdin) prints the machine summary and exits. This
-lets ``bench.interleaved`` time several cells in turns (A B C A B C ...) with one process each.
+{"warmup": w, "repeats": k} runs w untimed and k timed steps and prints {"status": "timed", "durations": [...]},
+then parks again; {"finish": true} (or the end of stdin) prints {"status": "finished", "machine": ...} and exits.
+This lets ``bench.interleaved`` time several cells in turns (A B C A B C ...) with one process each.
 """
 
 from __future__ import annotations
@@ -141,17 +141,23 @@ def main() -> None:
         return
     fields.update(memory, allocator_reuse=reuse_freed_memory() if device.type == "cpu" else False)
     use = CoreUse(threads=torch.get_num_threads())
-    if not p.get("serve"):
+
+    def burst(warmup: int, repeats: int) -> list[float] | None:
+        """``warmup`` untimed and ``repeats`` timed steps (the cores other work used counted meanwhile); None
+        after reporting a failure."""
         try:
-            for _ in range(p["warmup"]):
+            for _ in range(warmup):
                 step()
             with use.measuring():
-                durations = timed_runs(step, device, p["repeats"])
+                return timed_runs(step, device, repeats)
         except Exception as e:  # noqa: BLE001
             emit(failure(e, **fields))
-            return
-        emit({"status": "ok", **asdict(summarize(durations, p["warmup"])), "durations": durations, **fields,
-              "machine": use.summary()})
+            return None
+
+    if not p.get("serve"):
+        if (durations := burst(p["warmup"], p["repeats"])) is not None:
+            emit({"status": "ok", **asdict(summarize(durations, p["warmup"])), "durations": durations, **fields,
+                  "machine": use.summary()})
         return
     emit({"status": "ready", **fields})
     release_freed_memory(device)  # parked: only weights, optimizer state and inputs stay resident
@@ -159,18 +165,11 @@ def main() -> None:
         command = json.loads(line)
         if command.get("finish"):
             break
-        try:
-            for _ in range(command["warmup"]):
-                step()
-            with use.measuring():
-                durations = timed_runs(step, device, command["repeats"])
-        except Exception as e:  # noqa: BLE001
-            emit(failure(e, **fields))
+        if (durations := burst(command["warmup"], command["repeats"])) is None:
             return
         emit({"status": "timed", "durations": durations})
         release_freed_memory(device)
     emit({"status": "finished", "machine": use.summary()})
-
 
 if __name__ == "__main__":
     main()

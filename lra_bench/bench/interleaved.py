@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lra_bench.bench.isolated import exit_status
 from lra_bench.infra.timing import summarize
 
 CELL_MODULE = "lra_bench.bench.cell"
@@ -70,13 +71,11 @@ def _stop(job: Job) -> None:
 
 
 def _died(job: Job) -> None:
-    """The process ended without its answer: classify as run_isolated does (SIGKILL or an OOM message = oom)."""
+    """The process ended without its answer: classified as ``run_isolated`` does (``isolated.exit_status``)."""
     code = job.proc.wait()
     job.stderr.seek(0)
-    err = job.stderr.read()
-    last = err.strip().splitlines()[-1:] or [f"exit code {code}"]
-    oom = code in (-9, 137) or "out of memory" in err.lower() or "MemoryError" in err
-    _failed(job, "oom" if oom else "failed", last[0])
+    status = exit_status(code, job.stderr.read())
+    _failed(job, status["status"], status["message"])
 
 
 def _ask(job: Job, command: dict[str, Any] | None) -> dict[str, Any] | None:
