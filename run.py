@@ -68,11 +68,21 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from lra_bench.build.overrides import check_overrides  # noqa: E402
-from lra_bench.errors import DataError, DiskFullError, JobFailed, LRABenchError, RunInProgress  # noqa: E402
+from lra_bench.config.mixers import ENV as MIXERS_ENV  # noqa: E402
+from lra_bench.config.mixers import register_outside_mixers  # noqa: E402
+from lra_bench.config.overrides import check_overrides  # noqa: E402
+from lra_bench.errors import (  # noqa: E402
+    DataError,
+    JobFailed,
+    LRABenchError,
+    RunFailed,
+    RunInProgress,
+    StorageError,
+)
+from lra_bench.infra.children import job_preexec  # noqa: E402
 from lra_bench.infra.progress import SWEEP_JOB_ENV  # noqa: E402
 from lra_bench.run.scheduler import hand_over  # noqa: E402
-from lra_bench.run.sweeps import note_job, print_summary  # noqa: E402
+from lra_bench.run.sweeps import INVALID, claim_sweep_dir, invalid_record, note_job, print_summary  # noqa: E402
 
 log = logging.getLogger("lra_bench")
 
@@ -89,6 +99,7 @@ def attention_names_for_help() -> str:
 
 
 OmegaConf.register_new_resolver("lra_attentions", attention_names_for_help)
+OmegaConf.register_new_resolver("lra_sweep_dir", claim_sweep_dir, use_cache=True)  # one folder per sweep
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHILD_ENV = SWEEP_JOB_ENV  # marks the process of a multirun job (no progress bars there)
 JOB_STOP_WAIT_S = 120  # how long a sweep's parent waits for its jobs to checkpoint after passing them a signal
@@ -190,7 +201,8 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), *hc.overrides.task, *search, "hydra.mode=RUN",
            f"hydra.run.dir={hc.runtime.output_dir}", "hydra.output_subdir=null"]
     sweep = Path(hc.sweep.dir).name  # groups the sweep's wandb runs
-    _sweep["child"] = proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep})
+    _sweep["child"] = proc = subprocess.Popen(cmd, env={**os.environ, CHILD_ENV: "1", "LRA_BENCH_SWEEP": sweep},
+                                              preexec_fn=job_preexec(signal.SIGTERM))  # ends (checkpointed) with us
     try:
         code = proc.wait()
     finally:
@@ -222,8 +234,12 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
         note_job(**job, status="missing data", wall_s=time.time() - started, message=str(e))
         raise JobFailed(f"job {hc.job.num} is missing its data: {e}") from None
     except LRABenchError as e:  # the parent cannot even plan the job: its configuration is invalid
-        note_job(**job, status="invalid configuration", wall_s=time.time() - started, message=str(e))
+        where = invalid_record(hc.runtime.output_dir, hc.job.num, job["overrides"], str(e))
+        note_job(**job, status=INVALID, wall_s=time.time() - started, message=str(e), record=where)
         raise JobFailed(f"job {hc.job.num} has an invalid configuration: {e}") from None
+    except Exception as e:  # the parent's own bookkeeping failed: the job is still listed, with why
+        note_job(**job, status="failed", wall_s=time.time() - started, message=f"{type(e).__name__}: {e}")
+        raise JobFailed(f"job {hc.job.num} could not be recorded: {type(e).__name__}: {e}") from e
     wall = time.time() - started
     if code == 0 and record is not None and record["status"] == "ok":
         before = str(record.get("finished_at") or "") < dt.datetime.fromtimestamp(started, dt.UTC).isoformat()
@@ -237,6 +253,16 @@ def run_job_in_child(cfg: DictConfig) -> float | None:
     log.error("job %s (%s) ended %s: %s", hc.job.num, " ".join(hc.overrides.task), status, message)
     raise JobFailed(f"job {hc.job.num} ended {status}: {message} (recorded; every job that did not end ok is "
                     "logged above with its overrides; the same sweep command reruns the failed ones)")
+
+
+def fail(error: LRABenchError, code: int) -> NoReturn:
+    """One line (``error: ...``) and exit ``code``; the traceback too with HYDRA_FULL_ERROR=1, as for Hydra's own."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        import traceback
+
+        traceback.print_exception(error)
+    print(f"error: {error}", file=sys.stderr)  # once (a log line too printed it twice at a terminal)
+    sys.exit(code)
 
 
 @hydra.main(config_path="configs", config_name="run", version_base="1.3")
@@ -253,12 +279,10 @@ def main(cfg: DictConfig) -> float | None:
     except RunInProgress as e:
         print(f"skipped: {e}", file=sys.stderr)
         sys.exit(EXIT_BUSY)
-    except DiskFullError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(EXIT_FAILED)
+    except (StorageError, RunFailed) as e:  # a disk, a folder, an exit inside the run: recorded where possible
+        fail(e, EXIT_FAILED)
     except LRABenchError as e:
-        print(f"error: {e}", file=sys.stderr)  # once (a log line too printed it twice at a terminal)
-        sys.exit(EXIT_CONFIG)
+        fail(e, EXIT_CONFIG)
     except Preempted as e:
         print(str(e), file=sys.stderr)  # "preempted ..." or "interrupted ...": one line, no traceback
         sys.exit(exit_code_for(e.signal))
@@ -269,6 +293,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    sys.argv = ["guard.force=true" if a == "--force" else a for a in sys.argv]  # start a run over guard.max_hours
+    try:  # your own mixers, one file each (LRA_MIXERS): their attention=NAME options before anything is checked
+        register_outside_mixers(os.environ.get(MIXERS_ENV))
+    except LRABenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     if (problem := check_overrides(sys.argv[1:], CONFIG_DIR, "run")) is not None:
         print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
         sys.exit(EXIT_CONFIG)

@@ -13,8 +13,18 @@ class DataError(LRABenchError):
     """Data is missing, unreadable or malformed (the message names the file and the fix)."""
 
 
-class DiskFullError(LRABenchError, OSError):
+class StorageError(LRABenchError, OSError):
+    """A file or folder could not be written: not writable, a file where a folder must be, a full disk, the
+    file-size limit (the message names the path and what to do)."""
+
+
+class DiskFullError(StorageError):
     """A write failed because its file system is full (the message names the folder; earlier files are kept)."""
+
+
+class RunFailed(LRABenchError):
+    """Something inside a run ended it (an exception outside training, or an exit such as ``SystemExit``); its
+    failed record is written, the process exits non-zero."""
 
 
 class RunInProgress(LRABenchError):
@@ -24,3 +34,8 @@ class RunInProgress(LRABenchError):
 class JobFailed(LRABenchError):
     """A sweep job did not end ok (raised in the sweep's parent once the job's record is stored): Hydra runs the
     remaining jobs, then the sweep exits with code 1."""
+
+
+class CheckpointMismatch(LRABenchError):
+    """The run's checkpoint folder holds a checkpoint of another configuration or of other code (the message says
+    what differs, and how to start over or resume it anyway)."""

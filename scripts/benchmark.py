@@ -10,6 +10,7 @@ hits them alike.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
@@ -17,7 +18,9 @@ import hydra
 from omegaconf import DictConfig
 
 from lra_bench.bench.table2 import run_benchmarks
-from lra_bench.build.bench import BenchPlan, bench_plan
+from lra_bench.config.bench import BenchPlan, bench_plan
+from lra_bench.config.mixers import ENV as MIXERS_ENV
+from lra_bench.config.mixers import register_outside_mixers
 from lra_bench.errors import LRABenchError
 
 PLANS: list[BenchPlan] = []  # one per Hydra job (every job of a -m sweep runs in this process, one after another)
@@ -33,6 +36,11 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:  # your own mixers, one file each (LRA_MIXERS), as for run.py
+        register_outside_mixers(os.environ.get(MIXERS_ENV))
+    except LRABenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     main()
     try:
         run_benchmarks(PLANS)

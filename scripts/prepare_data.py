@@ -17,8 +17,8 @@ import numpy as np
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 
-from lra_bench.build.overrides import check_overrides
-from lra_bench.build.plan import build_task
+from lra_bench.config.overrides import check_overrides
+from lra_bench.config.plan import build_task
 from lra_bench.errors import LRABenchError
 
 ROOT = Path(__file__).resolve().parents[1]

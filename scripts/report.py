@@ -9,7 +9,11 @@
 Writes into --out: table1.md / .csv (LRA Table 1), accuracy.png / .svg (per-task bars), val_curves.png / .svg
 (validation accuracy during training), table2_<mode>.md / .csv
 and scaling_<mode>.png / .svg (LRA Table 2), bubble.png / .svg / .csv (LRA Figure 3), and REPORT.md, which
-embeds them all and states the command that regenerates them. Missing inputs skip their part with a message.
+embeds them all and states the command that regenerates them. Missing inputs skip their part with a message;
+files of an earlier report there that this one does not write again are removed (a folder never mixes two reports).
+Each warning is printed once and listed once in REPORT.md. Nothing to report (no record, no benchmark cell), an
+unknown --profile ends with an error (exit code 1 or 2); a --runs-dir or --bench-dir that is not a folder is
+named in a warning.
 Without benchmark cells the bubble chart takes speed and memory from the run records themselves (the training
 throughput and peak memory each run measured, for the task most variants ran), and says so on the chart.
 
@@ -42,16 +46,51 @@ from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
 from lra_bench.reports.paper import TASKS
 from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.significance import MARGIN
 from lra_bench.reports.sweep_speed import cells_from_runs
-from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, table1, task_cells
+from lra_bench.reports.table1 import REFERENCE, conflicts, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
+from lra_bench.reports.verdicts import AVG
 
 CURATED = "CURATED"  # marker file of a curated results folder; its "options:" line holds the report options
 DEFAULT_OUT = Path("results/report")
+#: every file a report may write (a file matching one of these that this run did not write is an earlier report's)
+OUTPUTS = ("REPORT.md", "table1.md", "table1.csv", "table1_*_vs_paper.md", "table1_*_vs_paper.csv", "accuracy.png",
+           "accuracy.svg", "val_curves.png", "val_curves.svg", "table2_*.md", "table2_*.csv", "scaling_*.png",
+           "scaling_*.svg", "bubble.png", "bubble.svg", "bubble.csv")
+ENV_DIRS = {"runs_dir": ("LRA_RESULTS_DIR", "results/runs"), "bench_dir": ("LRA_BENCH_DIR", "results/bench")}
 
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr)
+
+
+class Once(logging.Handler):
+    """Every warning of the report (a log record or ``warnings.warn``) printed once, and kept for REPORT.md."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def note(self, message: str, where: str = "") -> None:
+        text = " ".join(str(message).split())
+        if text not in self.messages:
+            self.messages.append(text)
+            print(f"warning{f' ({where})' if where else ''}: {text}", file=sys.stderr)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.note(record.getMessage(), record.name)
+
+    def showwarning(self, message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        self.note(str(message))
+
+
+def remove_stale(out: Path, written: list[str]) -> list[str]:
+    """Remove the files of an earlier report in ``out`` (``OUTPUTS``) that this one did not write."""
+    stale = sorted({p.name for pattern in OUTPUTS for p in out.glob(pattern) if p.is_file()} - set(written))
+    for name in stale:
+        (out / name).unlink()
+    return stale
 
 
 def curated_options(folder: Path) -> list[str]:
@@ -60,6 +99,12 @@ def curated_options(folder: Path) -> list[str]:
         if line.startswith("options:"):
             return shlex.split(line.removeprefix("options:"))
     return []
+
+
+def scored_tasks(t1, profile: str | None) -> list[str] | None:
+    """The tasks the LRA score of ``profile`` covers (those at chance for every variant left out), from Table 1."""
+    verdicts = t1.attrs.get("verdicts", {}).get(profile)
+    return verdicts[AVG]["tasks"] if verdicts else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                          "the paper's with the difference per row and the rank agreement, e.g. a ListOps-only sweep")
     ap.add_argument("--reference", default=REFERENCE,
                     help=f"the variant every other is tested against in Table 1 (default {REFERENCE})")
+    ap.add_argument("--margin", type=float, default=MARGIN,
+                    help="equivalence margin in accuracy points: a variant is marked ≈ the reference only when the "
+                         f"two one-sided tests show the difference within +-margin (default {MARGIN:g})")
     args = ap.parse_args(given)
+    if not args.margin > 0:
+        ap.error(f"--margin {args.margin}: the equivalence margin must be a positive number of points")
     if args.curated is not None:
         folder = Path("results") / args.curated
         if not (folder / CURATED).is_file():
@@ -100,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         args.out = args.out or folder
         command = f"python scripts/report.py --curated {shlex.quote(args.curated)}"
     else:
-        args.runs_dir = args.runs_dir or Path(os.environ.get("LRA_RESULTS_DIR") or "results/runs")
-        args.bench_dir = args.bench_dir or Path(os.environ.get("LRA_BENCH_DIR") or "results/bench")
+        for key, (env, default) in ENV_DIRS.items():
+            if getattr(args, key) is None and os.environ.get(env) == "":
+                ap.error(f"{env} is set but empty: unset it (default {default}) or set it to a folder")
+            setattr(args, key, getattr(args, key) or Path(os.environ.get(env) or default))
         args.out = args.out or DEFAULT_OUT
         if (args.out / CURATED).exists():
             ap.error(f"{args.out} holds curated results ({args.out / CURATED}); regenerate them with "
@@ -113,21 +165,39 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             ap.error(str(e))
     out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    once = Once()
+    logging.getLogger().addHandler(once)
+    logging.getLogger().setLevel(logging.WARNING)
     warnings.simplefilter("default")
+    warnings.showwarning = once.showwarning
     written: list[str] = []
     sections: list[str] = []
     skipped: list[str] = []
 
+    for flag, folder in (("--runs-dir", args.runs_dir), ("--bench-dir", args.bench_dir)):
+        if not folder.is_dir():
+            once.note(f"{flag} {folder} is not a folder: nothing read from it")
+
     # Table 1 and the accuracy bars from the run records
     runs = load_runs(args.runs_dir)
+    cells = load_cells(args.bench_dir)
+    if runs.empty and cells.empty:
+        say(f"error: nothing to report: no run record under {args.runs_dir} and no benchmark cell under "
+            f"{args.bench_dir} (python run.py writes records; --runs-dir / LRA_RESULTS_DIR say where they are)")
+        return 1
+    if args.profile is not None and not runs.empty and args.profile not in set(runs.profile):
+        ap.error(f"--profile {args.profile!r}: no record of that profile under {args.runs_dir}; it has "
+                 f"{', '.join(sorted(set(runs.profile)))}")
+    if len(left := conflicts(runs, args.profile)):
+        once.note(f"{len(left)} set(s) of records left out of Table 1: another configuration or test set than the one "
+                  "their cell uses (Table 1's 'Left out' list names them)")
+    out.mkdir(parents=True, exist_ok=True)
     if not runs.empty and args.reference not in set(runs.attention):
         guess = closest(args.reference, sorted(set(runs.attention)))
         ap.error(f"--reference {args.reference!r}: no record of that attention under {args.runs_dir}"
                  + (f"; did you mean {guess!r}?" if guess else f"; it has {', '.join(sorted(set(runs.attention)))}"))
     profile = args.profile or pick_profile(runs)
-    t1, md1 = table1(runs, args.profile, reference=args.reference)
+    t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin)
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
     else:
@@ -158,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(f"![Validation accuracy during training, profile {profile}](val_curves.png)\n")
 
     # Table 2 from the benchmark cells
-    cells = load_cells(args.bench_dir)
     if cells.empty:
         skipped.append(f"Table 2: no benchmark cells under {args.bench_dir} (python scripts/benchmark.py measures "
                        "them; without them the bubble chart uses the run records' own training speed and memory)")
@@ -180,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             scores = t1 if args.score_task is None else task_scores(t1, args.score_task, profile)
             fig = bubble_chart(scores, speed, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
                                overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
-                               score_task=args.score_task, chance=majority_rate(runs, profile, args.score_task))
+                               score_task=args.score_task,
+                               chance=majority_rate(runs, profile, args.score_task, scored_tasks(t1, profile)))
         except ValueError as e:
             skipped.append(f"bubble chart: {e}")
         else:
@@ -212,11 +282,15 @@ def main(argv: list[str] | None = None) -> int:
               f"Inputs: run records `{args.runs_dir}`, benchmark cells `{args.bench_dir}`.\n"]
     if skipped:
         report.append("Skipped:\n\n" + "\n".join(f"- {s}" for s in skipped) + "\n")
+    if once.messages:
+        report.append("Warnings (each once):\n\n" + "\n".join(f"- {m}" for m in once.messages) + "\n")
     report += sections
     (out / "REPORT.md").write_text("\n".join(report) + "\n")
     written.append("REPORT.md")
-    print(f"wrote {', '.join(written)} into {out}; inputs: {args.runs_dir}, {args.bench_dir}; "
-          f"regenerate with: {command}")
+    stale = remove_stale(out, written)
+    print(f"wrote {', '.join(written)} into {out}"
+          + (f" (removed an earlier report's {', '.join(stale)})" if stale else "")
+          + f"; inputs: {args.runs_dir}, {args.bench_dir}; regenerate with: {command}")
     return 0
 
 

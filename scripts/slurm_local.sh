@@ -4,7 +4,8 @@
 # configs, databases, logs, pid files, sockets) under one state folder, no systemd, no TTY.
 #
 #   scripts/slurm_local.sh install   apt-get the Debian packages when they are missing (root)
-#   scripts/slurm_local.sh start     start the daemons (idempotent: running ones are kept), wait for the node
+#   scripts/slurm_local.sh start     start the daemons (idempotent: running ones are kept, a killed or restarted
+#                                    one -- a zombie, a stale pid file -- is started again), wait for the node
 #   scripts/slurm_local.sh status    which daemons run; sinfo
 #   scripts/slurm_local.sh stop      stop the daemons by their pid files (the state folder stays: start again)
 #   scripts/slurm_local.sh env       the line to eval for the client commands: export SLURM_CONF=...
@@ -27,9 +28,17 @@ HOST=$(hostname -s)
 
 die() { echo "slurm_local.sh: $*" >&2; exit 1; }
 pidfile() { echo "$STATE/run/$1.pid"; }
-running() {  # running NAME: its pid file names a live process
-  local f; f=$(pidfile "$1")
-  [[ -s $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+alive() {  # alive PID: a process that runs (a zombie -- killed, not yet reaped by an init that never reaps -- does not)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
+running() {  # running NAME: its pid file names a live process of that name (not a zombie, not a reused pid)
+  local f pid; f=$(pidfile "$1")
+  [[ -s $f ]] || return 1
+  pid=$(cat "$f")
+  alive "$pid" && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${1:0:15}"* ]]
 }
 wait_for() {  # wait_for SECONDS WHAT COMMAND...
   local limit=$1 what=$2; shift 2
@@ -222,8 +231,8 @@ stop_daemons() {  # stop_daemons NAME...: SIGTERM by pid file, wait (SIGKILL aft
   done
   for entry in "${pids[@]}"; do
     name=${entry%%:*} pid=${entry#*:}
-    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then echo "$name (pid $pid) ignored SIGTERM for 30s: SIGKILL" >&2; kill -KILL "$pid"; fi
+    for _ in $(seq 300); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then echo "$name (pid $pid) ignored SIGTERM for 30s: SIGKILL" >&2; kill -KILL "$pid"; fi
     echo "stopped $name (pid $pid)"
   done
 }

@@ -9,17 +9,19 @@ import pytest
 import torch
 import torch.utils.checkpoint
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.errors import ConfigError
 from lra_bench.store.records import semantic_hash
 from lra_bench.train.loop import train
 from lra_bench.train.step import checkpoint_blocks
 
 SSM = ("attention=s4d", "model=ssm", "~model.num_heads", "~model.mlp_dim", "model.dropout=0.1", "model.depth=2")
+S4_STYLE = (*SSM, "model.tie_dropout=true", "model.prenorm=true", "attention.init=legs", "attention.n_ssm=1")
 TRANSFORMER = ("attention=local", "model.dropout=0.1", "model.depth=2", "attention.block_size=16")
 
 
-@pytest.mark.parametrize("overrides", [SSM, TRANSFORMER], ids=["ssm-batchnorm-dropout", "transformer-dropout"])
+@pytest.mark.parametrize("overrides", [SSM, S4_STYLE, TRANSFORMER],
+                         ids=["ssm-batchnorm-dropout", "ssm-tied-dropout-prenorm-legs", "transformer-dropout"])
 def test_checkpointed_training_is_bit_identical(smoke_cfg, tmp_path, monkeypatch, overrides):
     """Same weights (batch-norm running statistics included) and the same evaluations after training, with every
     block's forward run under torch.utils.checkpoint and recomputed in the backward."""

@@ -48,7 +48,7 @@ def direct_imports(path) -> set[str]:
     return found
 
 
-HYDRA_ROOMS = ("lra_bench.run", "lra_bench.build")  # the rooms that may read a DictConfig (and the entry points)
+HYDRA_ROOMS = ("lra_bench.run", "lra_bench.config")  # the rooms that may read a DictConfig (and the entry points)
 
 
 def test_no_module_below_run_but_build_imports_hydra_or_omegaconf():
@@ -59,7 +59,7 @@ def test_no_module_below_run_but_build_imports_hydra_or_omegaconf():
             continue
         if direct_imports(path) & {"hydra", "omegaconf"}:
             offenders.append(module)
-    assert not offenders, f"only lra_bench.build (and run, the entry points) may import Hydra/OmegaConf: {offenders}"
+    assert not offenders, f"only lra_bench.config (and run, the entry points) may import Hydra/OmegaConf: {offenders}"
 
 
 def test_the_rooms_below_build_load_without_hydra_or_omegaconf():

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from lra_bench.attention import cites_its_source, get_attention_class
 from lra_bench.attention import list_attentions as zoo
-from lra_bench.build.attention import attention_class, build_attention_factory
+from lra_bench.config.attention import attention_class, build_attention_factory
 from lra_bench.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "attention"

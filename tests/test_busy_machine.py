@@ -13,7 +13,7 @@ import pytest
 
 from lra_bench.bench.interleaved import bursts
 from lra_bench.bench.table2 import run_benchmarks
-from lra_bench.build.bench import bench_plan
+from lra_bench.config.bench import bench_plan
 from lra_bench.infra.machine import BUSY_MARGIN, CoreUse, usable_cores
 from lra_bench.reports.bubble import bubble_data
 from lra_bench.reports.efficiency import load_cells, table2

@@ -16,7 +16,7 @@ import torch._dynamo as dynamo
 from omegaconf import OmegaConf
 
 from lra_bench.attention import list_attentions
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 from tests.conftest import CONFIGS
 
 ALLOWED_BREAKS = {"flash": "Tensor.item()"}  # the padding check, see lra_bench/attention/flash.py

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
+from scipy import stats
 
 from lra_bench.bench.isolated import run_isolated
 from lra_bench.bench.table2 import run_benchmark
@@ -93,11 +94,22 @@ def test_benchmark_resumes_and_records_oom_then_goes_on(tmp_path, monkeypatch):
 
 def test_exponent_fit_on_synthetic_timings():
     n = np.array([1024, 2048, 3072, 4096])
-    assert fit_exponent(n, 3e-7 * n**2.0) == pytest.approx(2.0)
+    exact = fit_exponent(n, 3e-7 * n**2.0)
+    assert exact.value == pytest.approx(2.0) and exact.lengths == 4 and exact.why == ""
+    assert (exact.lo, exact.hi) == pytest.approx((2.0, 2.0))  # no residual: an interval of zero width
     rng = np.random.default_rng(0)
     noisy = 1e-4 * n * np.exp(rng.normal(0, 0.03, size=4))
-    assert fit_exponent(n, noisy) == pytest.approx(1.0, abs=0.1)
-    assert np.isnan(fit_exponent(n, [np.nan, np.nan, 1.0, np.nan]))
+    fit = fit_exponent(n, noisy)
+    assert fit.value == pytest.approx(1.0, abs=0.1) and fit.lo < fit.value < fit.hi
+    # the interval is the OLS slope's t interval with lengths - 2 degrees of freedom
+    ref = stats.linregress(np.log(n), np.log(noisy))
+    assert fit.hi - fit.value == pytest.approx(stats.t.ppf(0.975, 2) * ref.stderr)
+    assert fit.text() == f"{fit.value:.2f} [{fit.lo:.2f}, {fit.hi:.2f}]"
+    refused = fit_exponent(n, [np.nan, 2.0, 1.0, np.nan])  # two lengths: any two points lie on a line
+    assert np.isnan(refused.value) and refused.why == "2 lengths; needs >= 3"
+    assert refused.text() == "- (2 lengths; needs >= 3)"
+    assert fit_exponent(n[:1], [1.0]).why == "1 length; needs >= 3"
+    assert fit_exponent([1024, 1024, 2048], [1.0, 1.1, 2.0]).why == "2 lengths; needs >= 3"  # distinct lengths count
 
 
 def fixture_cells(tmp_path):
@@ -126,6 +138,8 @@ def test_table2_report_on_fixture_data(tmp_path):
     speedup = (1e-7 * 4096**2) / (1e-7 * 4096)
     assert lin["steps/s N=4096"].endswith(f"({speedup:.2f}x)")
     assert soft["time exp."] == pytest.approx(2.0) and lin["time exp."] == pytest.approx(1.0)
+    assert soft["time exp. 95 %"] == "[2.00, 2.00]" and soft["time exp. note"] == ""  # exact powers: no residual
+    assert "| softmax " in md and "2.00 [2.00, 2.00]" in md and "fitted only over >= 3 lengths" in md
     assert table.set_index("attention").loc["reformer"]["steps/s N=4096"] == "OOM"
     assert "Spearman" in md and "| softmax" in md and "paper steps/s 4K" in md
     png = scaling_plot(cells, tmp_path / "out" / "scaling_model.png")

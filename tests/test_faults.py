@@ -202,6 +202,16 @@ def test_nan_loss_is_diverged_with_step_and_not_retried(smoke_cfg, monkeypatch):
         return out * float("nan") if self.training and calls["n"] > 3 else out
 
     monkeypatch.setattr(enc.Classifier, "forward", nan_after_3)
+    import lra_bench.run.runner as runner
+
+    real_guard = runner.guard_run
+
+    def guard_then_count_from_zero(*args):  # the time probe's steps run forward too: count the run's own steps
+        out = real_guard(*args)
+        calls["n"] = 0
+        return out
+
+    monkeypatch.setattr(runner, "guard_run", guard_then_count_from_zero)
     rec = run(smoke_cfg())
     assert rec["status"] == "diverged" and "step 4" in rec["message"]
     calls["n"] = 0

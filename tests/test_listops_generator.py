@@ -68,7 +68,7 @@ def test_cache_key_ignores_workers_and_names_the_generator_version(tmp_path):
 
 
 def test_negative_workers_fail_clearly():
-    with pytest.raises(ConfigError, match="task.generator.workers must be >= 0"):
+    with pytest.raises(ConfigError, match=r"task.generator.workers=-1 is out of range: allowed >= 0"):
         ListOpsTask(generator={"workers": -1})
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lra_bench.build.overrides import check_overrides
 from lra_bench.checks import check_kwargs
+from lra_bench.config.overrides import check_overrides
 from lra_bench.data.hub_access import hub_unreachable
 from lra_bench.infra.progress import PROGRESS_ENV, SWEEP_JOB_ENV, bars_enabled
 from lra_bench.reports.efficiency import scaling_plot, table2
@@ -155,6 +155,8 @@ def test_offline_hub_fails_fast_with_the_data_dir_fix(tmp_path, task, dataset):
     assert elapsed < 30, f"offline failure took {elapsed:.1f} s"
     assert f"could not load the Hugging Face dataset {dataset}" in proc.stderr and "task.data_dir=" in proc.stderr
     assert "unreachable" in proc.stderr and "Retrying" not in out and "Traceback" not in out
+    warning = next(line for line in out.splitlines() if "is unreachable" in line and "WARNING" in line)
+    assert "[lra_bench.data.hf_source]" in warning and dataset in warning  # not under another task's logger
 
 
 def test_hub_probe_tells_an_answering_server_from_a_closed_port():
@@ -269,7 +271,8 @@ def test_noisy_cells_and_their_exponents_are_flagged_with_the_rerun_command(tmp_
     assert not rows.loc["linear", "steps/s N=2048"].endswith(MARK)
     assert rows.loc["linear", "time exp."] < 0  # the nonsense a busy machine produces ...
     lines = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
-    assert f"{rows.loc['linear', 'time exp.']} {MARK}" in lines["linear"]  # ... is flagged where it is shown
+    shown = f"{rows.loc['linear', 'time exp.']:.2f} {rows.loc['linear', 'time exp. 95 %']} {MARK}"
+    assert shown in lines["linear"]  # ... is flagged where it is shown, with its (wide) interval
     assert MARK not in lines["performer"] and MARK not in lines["softmax"]
     assert "linear N=1024 (IQR 90% of the median)" in md
     assert ("python scripts/benchmark.py attention=linear task=text profile=cpu 'bench.seq_lens=[1024]' "
@@ -344,7 +347,7 @@ def test_readme_is_short_and_sets_up_cpu_torch_before_the_project():
 def test_readme_run_commands_pass_every_check_before_data(tmp_path):
     """Each `python run.py` of the README (the first job of a sweep): its overrides, the composed config and the
     plan (task, model, trainer) -- what fails before any data is loaded."""
-    from lra_bench.build.plan import plan
+    from lra_bench.config.plan import plan
     from tests.conftest import compose_run
 
     runs = [shlex.split(c)[2:] for c in readme_commands() if c.startswith("python run.py ")]

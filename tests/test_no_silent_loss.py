@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.errors import DiskFullError, RunInProgress
 from lra_bench.infra.runlock import run_lock
 from lra_bench.reports.table1 import load_runs, table1
@@ -299,6 +299,7 @@ def test_sigterm_to_a_sweep_parent_stops_the_sweep_and_keeps_finished_records(tm
     assert not list((tmp_path / "runs").rglob("record.json")), "the preempted job wrote no record"
     started = {p.parent.parent.name for p in (tmp_path / "cache" / "checkpoints").rglob("ckpt.json")}
     assert started == {"softmax"}, f"no further job may start after the preemption: {started}"
+    assert f"3 jobs: 1 {word}, 2 not started" in out, out[-3000:]  # issue 40: every job of the sweep is listed
 
 
 def test_sigkill_is_recorded_as_killed_not_oom(tmp_path):

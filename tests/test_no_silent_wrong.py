@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.data import cache
 from lra_bench.errors import ConfigError, DiskFullError
 from lra_bench.reports.table1 import load_runs, table1
@@ -135,7 +135,8 @@ def test_an_unusable_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, m
     state = checkpoint.load(directory)
     assert state["step"] == 10
     del state["model"]["encoder.embed.weight"]  # what a code change adding a parameter or buffer looks like
-    checkpoint.save(directory, state)  # a valid checksum: only the model cannot take it
+    # a valid checksum and this run's identity (issue 40: another config's or code's is refused before loading):
+    checkpoint.save(directory, state, identity=checkpoint.stored_identity(directory))  # only the model fails
     rec = run(cfg)
     assert rec["status"] == "ok", rec["message"]
     assert "setting aside" in caplog.text and "Missing key" in caplog.text
@@ -181,9 +182,9 @@ def test_a_record_counts_only_in_its_own_folder_and_the_report_names_what_it_dro
     write_record(fake_record(config_hash="a" * 64, test_acc=0.4, finished_at="2026-12-01T01:00:00"), store)
     newer = write_record(fake_record(config_hash="b" * 64, test_acc=0.6, finished_at="2026-12-01T02:00:00",
                                      config={"trainer": {"max_steps": 60}}), store)
-    with pytest.warns(UserWarning, match=r"2 configs .* softmax/listops .* seed 0") as caught:
-        table1(load_runs(store))
-    assert any("aaaaaaaaaa" in str(w.message) for w in caught), "the dropped config must be named"
+    table, md = table1(load_runs(store))  # issue 40: one configuration per cell, the others listed below it
+    assert table.loc[0, "listops_mean"] == pytest.approx(60.0) and table.loc[0, "listops_n"] == 1
+    assert "**Left out**" in md and "aaaaaaaaaa" in md, "the dropped config must be named"
     assert newer.exists()
 
 

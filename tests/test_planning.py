@@ -1,4 +1,5 @@
-"""The planning table (``scripts/plan.py``): whole-run wall time measured from full runs, projected from probes."""
+"""The planning table (``scripts/plan.py``): whole-run wall time measured from full runs, projected from probes; and
+the power plan (``scripts/plan.py --power``): seeds and test examples for a target detectable gap, and their cost."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from lra_bench.reports.detectable import detectable, task_noise
 from lra_bench.reports.planning import Protocol, planning_markdown, planning_table, whole_run_seconds
+from lra_bench.reports.power_plan import plan_task, run_time
+from lra_bench.reports.table1 import load_runs, task_cells
 from lra_bench.run.runner import run
+from lra_bench.stats.power import power
+from lra_bench.store.records import read_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,3 +72,69 @@ def test_plan_script_from_a_real_probe(smoke_cfg, tmp_path):
     text = out.read_text()
     assert re.search(r"\|\s*listops\s*\|\s*softmax\s*\|", text) and "projected from 10 steps" in text
     assert out.with_suffix(".csv").is_file()
+
+
+def _plan_module():
+    """scripts/plan.py loaded in this process (its main(argv) without a Python start-up)."""
+    import importlib.util
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec = importlib.util.spec_from_file_location("lra_plan_script", ROOT / "scripts" / "plan.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return module
+
+
+def test_run_time_splits_what_grows_with_the_test_set():
+    """The test evaluation, and validation when it ran on as many examples as the test, scale with the test set;
+    the rest of the wall time does not."""
+    same = {"status": "ok", "test_examples": 1000, "val_examples": 1000, "wall_time_s": 100.0,
+            "phases": {"test_eval_s": 4.0, "val_eval_s": 6.0}}
+    apart = {**same, "val_examples": 500}
+    t = run_time([same])
+    assert (t.fixed_s, t.per_example_s) == pytest.approx((90.0, 0.01)) and t.seconds(3000) == pytest.approx(120.0)
+    t = run_time([apart])
+    assert (t.fixed_s, t.per_example_s) == pytest.approx((96.0, 0.004))
+    assert run_time([{**same, "status": "oom"}]) is None
+
+
+def test_power_plan_from_the_committed_state_space_records():
+    """results/cpu_ssm: the current design's detectable gap is the one Table 1 prints; every design offered reaches
+    the target gap with the fewest test examples (2 % fewer fall short), and its hours are the runs' own timings."""
+    runs = load_runs(ROOT / "results" / "cpu_ssm" / "runs")
+    cells = task_cells(runs, "cpu")
+    g = cells[cells.task == "listops"]
+    samples = dict(zip(g.attention, g["sample"], strict=True))
+    records = [r for _, r in read_tree(ROOT / "results" / "cpu_ssm" / "runs", "record.json")[0]
+               if r["task"] == "listops"]
+    plan = plan_task("listops", samples, records, "softmax", 4.0, max_seeds=8)
+    current = plan.iloc[0]
+    assert current.design == "current" and (current.seeds, current.test_examples) == (3, 1000)
+    assert current.detectable_gap == pytest.approx(detectable(samples, "listops", "softmax").gap)
+    noise, _, _, comparisons = task_noise(samples, "softmax")
+    timing = run_time(records)
+    options = plan.iloc[1:]
+    assert len(options) and options.design.str.endswith("(cheapest)").sum() == 1
+    for r in options.itertuples():
+        assert r.detectable_gap <= 4.0 + 0.01
+        assert power(0.04, noise, r.seeds, int(r.test_examples * 0.98), comparisons) < 0.8
+        assert r.hours == pytest.approx(3 * r.seeds * (timing.fixed_s + timing.per_example_s * r.test_examples) / 3600)
+    cheapest = options[options.design.str.endswith("(cheapest)")].iloc[0]
+    assert cheapest.hours == options.hours.min()
+
+
+def test_plan_script_power_mode(tmp_path, capsys):
+    """`python scripts/plan.py --power GAP` writes the plan and its CSV; a gap that is not positive is refused."""
+    module = _plan_module()
+    out = tmp_path / "power_plan.md"
+    assert module.main(["--power", "4", "--runs-dir", str(ROOT / "results" / "cpu_ssm" / "runs"), "--out", str(out),
+                        "--max-seeds", "5"]) == 0
+    text = out.read_text()
+    assert "4-point gap (profile `cpu`)" in text and "**ListOps**" in text and "**Image**" in text
+    assert "| current " in text and "(cheapest)" in text and out.with_suffix(".csv").is_file()
+    with pytest.raises(SystemExit):
+        module.main(["--power", "0", "--runs-dir", str(tmp_path)])
+    assert "must be a positive number" in capsys.readouterr().err

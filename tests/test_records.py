@@ -57,7 +57,7 @@ def test_predictions_round_trip_and_malformed_fields():
 
 
 def test_config_hash_ignores_paths_but_not_semantics(smoke_cfg, tmp_path):
-    from lra_bench.build.config import config_hash
+    from lra_bench.config.sections import config_hash
 
     base = config_hash(smoke_cfg())
     assert config_hash(smoke_cfg(f"paths.results_dir={tmp_path}/elsewhere")) == base

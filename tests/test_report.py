@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from lra_bench.attention import list_attentions
 from lra_bench.reports import paper
@@ -126,6 +127,16 @@ def runs(store, caplog):
     return df
 
 
+def seeds_binomial(a: float, b: float, n: int = 100) -> tuple[float, float, float, float]:
+    """(low, high, se in points, df) of a 2-seed cell whose records keep no per-example predictions: the seeds'
+    spread plus the binomial p (1 - p) / n, t with the Welch-Satterthwaite df of the two terms (1 and n - 1)."""
+    p = (a + b) / 2
+    seed, example = np.var([a, b], ddof=1) / 2, p * (1 - p) / n
+    df = (seed + example) ** 2 / (seed**2 / 1 + example**2 / (n - 1))
+    half = stats.t.ppf(0.975, df) * math.sqrt(seed + example)
+    return 100 * (p - half), 100 * (p + half), 100 * math.sqrt(seed + example), df
+
+
 def mean_std(a, b):
     return (a + b) * 50, abs(a - b) * 100 / math.sqrt(2)
 
@@ -146,16 +157,25 @@ def test_table1_values_against_hand_computation(runs):
     # ListOps: seeds 36 and 38 (the synthetic 99 must not count): mean 37, std sqrt(2) = 1.41
     assert soft["listops_mean"] == pytest.approx(37.0) and soft["listops_n"] == 2
     assert soft["listops_std"] == pytest.approx(math.sqrt(2))
-    # 95 % interval: 37 +- t(0.975, 1 df) 12.706 x std 1.414 / sqrt(2) = [24.29, 49.71]; the reference; tied with
-    # reformer's best 38 (Welch over 2 seeds each: these records keep no per-example predictions)
-    assert (soft["listops_lo"], soft["listops_hi"]) == pytest.approx((37 - 12.7062, 37 + 12.7062), abs=1e-3)
-    assert soft["ListOps"] == "37.00 [24.29, 49.71] (2 seeds) ref ★"
-    assert soft["Text"] == "65.00 [52.29, 77.71] (2 seeds) ref ★"  # 64 and 66: the stale 10 % record is superseded
+    # 95 % interval without per-example predictions: the seeds' spread plus the binomial bound of test sampling,
+    # se^2 = var(36, 38) / 2 + 0.37 x 0.63 / 100, t with Welch-Satterthwaite df (1 and 99) = [27.21, 46.79]; the
+    # reference; in the confidence set for the best with reformer's 38 (Welch over 2 seeds each: these records keep
+    # no per-example predictions)
+    lo, hi, se, df = seeds_binomial(0.36, 0.38)
+    assert (soft["listops_lo"], soft["listops_hi"]) == pytest.approx((lo, hi)) and (lo, hi) == pytest.approx(
+        (27.21, 46.79), abs=0.005)
+    assert soft["listops_se"] == pytest.approx(se) and soft["listops_df"] == pytest.approx(df)
+    assert soft["listops_interval"] == "seeds + binomial test sampling"
+    assert soft["ListOps"] == "37.00 [27.21, 46.79] (2 seeds) ref ★"
+    assert soft["Text"] == "65.00 [55.32, 74.68] (2 seeds) ref ★"  # 64 and 66: the stale 10 % record is superseded
     assert soft["Path-X"] == "OOM"
     # 5-task mean (37 + 65 + 57 + 43 + 71) / 5 = 54.6; 6-task with Path-X OOM = 50: 323 / 6 = 53.83
-    # its interval: 5 task standard errors of 1 point, each with 1 df: se sqrt(5) / 5, Welch-Satterthwaite df 5
-    assert soft["avg5"] == pytest.approx(54.6) and soft[AVG5] == "54.60 [53.45, 55.75] ref ★"
-    assert soft["avg_hi"] - 54.6 == pytest.approx(2.5706 * math.sqrt(5) / 5, abs=1e-3)
+    # its interval: the 5 task standard errors / 5, Welch-Satterthwaite df over their terms
+    parts = [seeds_binomial(*ACCS["softmax"][task]) for task in paper.TASKS]
+    avg_se = math.sqrt(sum(p[2] ** 2 for p in parts)) / 5
+    avg_df = (avg_se**2) ** 2 / sum((p[2] / 5) ** 4 / p[3] for p in parts)
+    assert soft["avg5"] == pytest.approx(54.6) and soft[AVG5] == "54.60 [50.28, 58.92] ref ★"
+    assert soft["avg_hi"] - 54.6 == pytest.approx(stats.t.ppf(0.975, avg_df) * avg_se)
     assert soft["avg6"] == pytest.approx(323 / 6) and soft[AVG6] == "53.83"
     lin = t.loc["linear"]  # (17 + 66 + 53 + 42 + 75) / 5 = 50.6; Path-X never run -> 50, marked *
     assert lin["avg5"] == pytest.approx(50.6) and lin[AVG6] == "50.50*" and lin["Path-X"] == ""
@@ -164,11 +184,13 @@ def test_table1_values_against_hand_computation(runs):
     assert loc["Path-X"] == "55.00 [45.24, 64.39] (1 seed: test sampling only)"
     assert loc["avg6"] == pytest.approx(286 / 6)
     assert loc["ListOps"].endswith("▼") and loc["listops_vs_ref"] == "worse" and loc["listops_method"] == "welch"
+    # 15 % and 17 % of 100 test examples: each within its Wilson interval of the 20 % majority rate, collapsed
+    assert loc["ListOps"].startswith("16.00 [8.43, 23.57] (2 seeds; 2 collapsed)") and loc["listops_collapsed"] == 2
     assert loc["avg5"] == pytest.approx(46.2)
     perf = t.loc["performer"]  # 19, 65, 54 present; Image only diverged; Pathfinder never run
     assert perf["Image"] == "DIV" and perf["Pathfinder"] == ""
     assert math.isnan(perf["avg5"]) and perf["avg_present"] == pytest.approx(46.0) and perf["n_tasks"] == 3
-    assert perf[AVG5] == "46.00 [44.16, 47.84] (partial: 3/5 tasks)" and perf[AVG6] == ""
+    assert perf[AVG5] == "46.00 [40.67, 51.33] (partial: 3/5 tasks)" and perf[AVG6] == ""
     ref = t.loc["reformer"]  # Pathfinder: one ok seed (68) and one failed run
     assert ref["Pathfinder"] == "68.00 [58.34, 76.33] (1 seed: test sampling only; 1 FAIL)"
     assert ref["pathfinder_vs_ref"] == "untested"  # one seed: no test
@@ -181,11 +203,13 @@ def test_table1_values_against_hand_computation(runs):
         assert row["params"] == PARAMS[att]
     assert "| softmax" in md and "54.60" in md and "OOM" in md and "paper avg (5)" in md and "51.39" not in md
     assert "None of the 24 cells' records kept per-example test predictions" in md
-    assert "Tied with the best: ListOps: reformer, softmax;" in md
+    assert "ListOps (2 of 5): " in md and "reformer" in md  # the confidence set for the best: softmax, reformer
+    assert t.loc["reformer", "listops_best"] and t.loc["softmax", "listops_best"] and not t.loc["local", "listops_best"]
+    assert "Collapsed runs" in md and "ListOps 6 of 10" in md
     both, md_all = table1(runs)
     assert set(both.profile) == {"cpu", "smoke"} and "Profile `smoke`" in md_all
     assert both.set_index(["profile", "attention"]).loc[("smoke", "softmax"), "ListOps"] == \
-        "20.00 [13.34, 28.88] (1 seed: test sampling only) ref"
+        "20.00 [13.34, 28.88] (1 seed: test sampling only; 1 collapsed) ref"  # 20 % = the majority rate
 
 
 def ours_and_paper(fig):
@@ -214,7 +238,8 @@ def test_bubble_chart_coordinates_and_areas_read_from_the_figure(runs, store, tm
         assert got[name][2] == pytest.approx(MAX_AREA * mem / (400 * MiB))  # area ∝ memory, largest = MAX_AREA
     assert fig.bubble_omitted == {"reformer": "OOM at N=4096"}
     labels = {t.get_text() for t in fig.axes[0].texts}
-    assert {"softmax", "linear", "local", "performer [3/5]"} <= labels  # every circle labelled
+    # every circle labelled, with its collapsed runs (ListOps at 15-19 % of 100 examples, majority rate 20 %)
+    assert {"softmax", "linear (2 collapsed)", "local (2 collapsed)", "performer [3/5] (2 collapsed)"} <= labels
     legend = fig.axes[0].get_legend()  # the size legend: 3 reference circles on the same area scale
     assert "peak memory" in legend.get_title().get_text() and "N=4096" in legend.get_title().get_text()
     assert [t.get_text() for t in legend.get_texts()] == ["400 MiB", "100 MiB", "20 MiB"]
@@ -258,12 +283,25 @@ def test_later_work_rows_average_as_printed_and_are_drawn_apart_from_the_paper(r
         assert row.attention is None or row.attention in list_attentions()
     t, _ = table1(runs, "cpu")
     fig = bubble_chart(t, load_cells(store / "bench"), None, overlay_paper=True)
-    lines = [ln for ln in fig.axes[0].lines if ln.get_gid() == "later"]
-    assert sorted(ln.get_ydata()[0] for ln in lines) == pytest.approx(sorted(r.avg5 for r in paper.LATER_WORK.values()))
     assert paper.LATER_WORK["S4D-LegS"].avg5 == pytest.approx(83.47)
-    ylim = fig.axes[0].get_ylim()
-    assert ylim[1] > max(r.avg5 for r in paper.LATER_WORK.values())
-    assert "S4D-LegS 83.5 (later work)" in {x.get_text() for x in fig.axes[0].texts}
+    # the scores (46-58 %) and the paper's points (46-55 %) set the axis; the later work (83-86 %) is named above it,
+    # in the order of its levels, not drawn: an annotation, not a limit
+    ax = fig.axes[0]
+    assert ax.get_ylim()[1] < min(r.avg5 for r in paper.LATER_WORK.values())
+    assert not [ln for ln in ax.lines if ln.get_gid() == "later"]
+    note = next(x.get_text() for x in ax.texts if x.get_gid() == "above")
+    levels = sorted(((r.avg5, name) for name, r in paper.LATER_WORK.items()), reverse=True)
+    assert note == "↑ above the axis: later work " + ", ".join(f"{name} {y:.1f}" for y, name in levels)
+    plt.close(fig)
+    # scores up there: the later work drawn as lines inside the axis, each named once at the left edge
+    high = pd.Series({"softmax": 85.0, "linear": 80.0, "local": 88.0, "performer": 84.0})
+    fig = bubble_chart(high, load_cells(store / "bench"), None, overlay_paper=True)
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.lines if ln.get_gid() == "later"]
+    assert sorted(ln.get_ydata()[0] for ln in lines) == pytest.approx(sorted(r.avg5 for r in paper.LATER_WORK.values()))
+    names = {x.get_text() for x in ax.texts}
+    assert {f"{name} {r.avg5:.1f} (later work)" for name, r in paper.LATER_WORK.items()} <= names
+    assert not [x for x in ax.texts if x.get_gid() == "above"]
     plt.close(fig)
     plain = bubble_chart(t, load_cells(store / "bench"), None)
     assert not [ln for ln in plain.axes[0].lines if ln.get_gid() == "later"]
@@ -336,7 +374,7 @@ def test_report_script_end_to_end(store, tmp_path, report_script):
     assert "softmax" in (out / "table1.md").read_text()
     bubble = pd.read_csv(out / "bubble.csv")
     assert set(bubble.source) == {"ours", "paper"}
-    assert "**Rank reliability**" in report and "seeds [0] vs [1]" in report  # 2 seeds: seed 0 against seed 1
+    assert "**Rank reliability**" in report and "| [0, 1] " in report  # 2 seeds: one split, seed 0 against seed 1
     res = report_script("--runs-dir", store / "runs", "--bench-dir", store / "bench", "--out", out, "--reference",
                         "sofmax")
     assert res.returncode == 2 and "--reference 'sofmax': no record of that attention" in res.stderr
@@ -373,9 +411,10 @@ def test_one_task_beside_the_paper_and_its_chart(store, tmp_path, report_script)
 
 def test_report_script_with_nothing_to_report(tmp_path, report_script):
     out = tmp_path / "out"
-    res = report_script("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none2", "--out", out)
-    assert res.returncode == 0, res.stderr
-    assert "skipped" in res.stderr and (out / "REPORT.md").is_file()
+    (tmp_path / "none").mkdir()  # issue 40: nothing to report is an error, not an empty REPORT.md
+    res = report_script("--runs-dir", tmp_path / "none", "--bench-dir", tmp_path / "none", "--out", out)
+    assert res.returncode == 1 and "nothing to report" in res.stderr, res.stderr
+    assert not (out / "REPORT.md").exists()
     res = report_script("--size", "popularity", "--out", out)
     assert res.returncode == 2 and "popularity_csv" in res.stderr
 
@@ -404,6 +443,7 @@ def test_notebook_runs_on_the_fixture(store, monkeypatch):
                             resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "54.60" in outputs  # Table 1 of the fixture
+    assert f"showing {store} (LRA_REPORT_DIR)" in outputs  # it says which results it shows
     assert "image/png" in outputs  # the figures were drawn
     assert "Traceback" not in outputs
 
@@ -422,9 +462,17 @@ def test_validation_curves_from_the_records_evals(store, tmp_path):
     assert data.loc[("softmax", "listops", 50), "seeds"] == 2
     assert set(fig.curve_data.task) == {"listops"}  # the fixture's other records have no evaluations
     ax = fig.axes[0]
-    assert ax.get_title() == "ListOps (2 seeds per variant; thick = mean, thin = each seed)"
+    assert ax.get_title() == "ListOps"
+    assert fig._suptitle.get_text() == ("Validation accuracy during training, profile cpu, seeds 0, 1 (2 seeds per "
+                                        "variant)")
     labels = [t.get_text() for t in fig.legends[0].texts]
-    assert "paper Transformer (test)" in labels and labels.count("softmax") == 1  # one entry per variant
+    assert labels == ["mean over the seeds", "one seed", "majority class of the test set",
+                      "paper's Transformer, test accuracy (Tay et al. 2020)"]
+    names = [t.get_text() for t in fig.texts]  # the column of names beside the panel
+    assert names.count("softmax") == 1  # one per variant
+    # the curves span 30-40 %: the paper's 36.4 % is drawn and named, the 20 % majority rate is named at the edge
+    assert ax.get_ylim()[0] > 20 and "paper Transformer (test) 36.4 %" in names
+    assert "↓ majority class (test) 20.0 %" in names
     assert (tmp_path / "val_curves.png").stat().st_size > 10_000 and (tmp_path / "val_curves.svg").is_file()
     plt.close(fig)
     with pytest.raises(ValueError, match="no ok run with evaluations"):
@@ -445,3 +493,22 @@ def test_saved_figures_are_byte_stable(tmp_path):
     plt.close(fig)
     for suffix in (".png", ".svg"):
         assert first.with_suffix(suffix).read_bytes() == second.with_suffix(suffix).read_bytes(), suffix
+
+
+def test_the_notebook_shows_your_own_results_when_there_are_any_and_says_so(tmp_path):
+    from lra_bench.reports.store import report_source
+
+    runs, bench, line = report_source(tmp_path, {})
+    assert (runs, bench) == (tmp_path / "results/cpu/runs", tmp_path / "results/cpu/bench")
+    assert line.startswith(f"showing the curated CPU-scale set {tmp_path / 'results/cpu'}: there are no records")
+    write(tmp_path / "results" / "runs", record("listops", "softmax", 0))
+    runs, bench, line = report_source(tmp_path, {})
+    assert (runs, bench) == (tmp_path / "results/runs", tmp_path / "results/bench")
+    assert line.startswith("showing your own results")
+    mine = tmp_path / "elsewhere"
+    write(mine, record("listops", "softmax", 0))
+    runs, _, line = report_source(tmp_path, {"LRA_RESULTS_DIR": str(mine)})
+    assert runs == mine and str(mine) in line
+    runs, bench, line = report_source(tmp_path, {"LRA_REPORT_DIR": str(tmp_path / "r"), "LRA_RESULTS_DIR": str(mine)})
+    assert (runs, bench) == (tmp_path / "r/runs", tmp_path / "r/bench")
+    assert line == f"showing {tmp_path / 'r'} (LRA_REPORT_DIR)"

@@ -190,6 +190,39 @@ def test_a_class_without_its_own_name_is_refused_with_the_fix(outside, tmp_path)
     assert proc.returncode == 2 and "is not a subclass of lra_bench.attention.base.TokenMixer" in proc.stderr
 
 
+ONE_FILE = MIXER.replace("gain: float)", "gain: float = 1.0)")  # the same class, its knob with a default
+
+
+@pytest.mark.slow
+def test_a_mixer_in_one_file_needs_no_config(tmp_path):
+    """LRA_MIXERS=file.py: attention=NAME with the knobs' defaults from the signature, in runs, sweeps and checks."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "my_mixer.py").write_text(ONE_FILE)
+    env = env_for(tmp_path, LRA_MIXERS=str(tmp_path / "mine" / "my_mixer.py"))
+    sweep = sh(["run.py", "-m", "attention=meanpool,softmax", "profile=smoke", "trainer.max_steps=4",
+                "trainer.eval_every=2", f"hydra.sweep.dir={tmp_path / 'multirun'}"], env)
+    assert sweep.returncode == 0, (sweep.stdout + sweep.stderr)[-3000:]  # each job's process imports the file too
+    one = sh(["run.py", "attention=meanpool", "attention.gain=2.0", "profile=smoke", "trainer.max_steps=4",
+              "trainer.eval_every=2"], env)
+    assert one.returncode == 0, (one.stdout + one.stderr)[-3000:]
+    from lra_bench.store.records import read_records
+
+    mine = sorted((r["config"]["attention"] for r in read_records(tmp_path / "runs") if r["attention"] == "meanpool"),
+                  key=lambda a: a["gain"])
+    assert mine == [{"_target_": "my_mixer.MeanPool", "_partial_": True, "gain": 1.0},
+                    {"_target_": "my_mixer.MeanPool", "_partial_": True, "gain": 2.0}]
+    typo = sh(["run.py", "attention=meanpol", "profile=smoke"], env)
+    assert typo.returncode == 2 and "did you mean attention=meanpool?" in typo.stderr
+    knob = sh(["run.py", "attention=meanpool", "attention.gian=2", "profile=smoke"], env)
+    assert knob.returncode == 2 and "did you mean attention.gain=2?" in knob.stderr
+    (tmp_path / "mine" / "required.py").write_text(MIXER.replace('"meanpool"', '"meanpool_req"'))
+    required = sh(["run.py", "attention=meanpool_req", "profile=smoke"],
+                  {**env, "LRA_MIXERS": str(tmp_path / "mine" / "required.py")})
+    assert required.returncode == 2 and "attention.gain has no value" in required.stderr, required.stderr[-2000:]
+    missing = sh(["run.py", "attention=meanpool"], {**env, "LRA_MIXERS": str(tmp_path / "nosuch.py")})
+    assert missing.returncode == 2 and "LRA_MIXERS=" in missing.stderr and "no such file" in missing.stderr
+
+
 # ----------------------------------------------------------------------------------------- estimates that help
 
 
@@ -197,9 +230,24 @@ def test_a_long_run_is_told_how_to_be_shorter():
     from lra_bench.infra.progress import training_advice
 
     assert training_advice(remaining_steps=1000, steps_per_s=10.0) is None  # 100 s
-    advice = training_advice(remaining_steps=7_500, steps_per_s=2.0)  # 1:02:30
+    advice = training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="cpu")  # 1:02:30
     assert advice.startswith("training needs about 1:02:30 more at 2.00 steps/s")
     assert "profile=quick" in advice and "trainer.max_steps=1800 (about 15 minutes" in advice
+    on_quick = training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="quick")
+    assert "profile=smoke" in on_quick and "profile=quick" not in on_quick  # never the profile in use
+    assert "profile=" not in training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="smoke")
+    assert "profile=cpu" in training_advice(remaining_steps=7_500, steps_per_s=2.0, profile="s4")
+
+
+def test_the_training_bar_reads_steps_per_second_also_below_one():
+    from tqdm import tqdm
+
+    from lra_bench.infra.progress import TRAIN_FORMAT
+
+    slow = tqdm.format_meter(n=2, total=100, elapsed=6.1, unit=" steps", bar_format=TRAIN_FORMAT, prefix="train")
+    assert " 0.33 steps/s |" in slow and "s/ steps" not in slow  # not "3.05s/ steps"
+    fast = tqdm.format_meter(n=50, total=100, elapsed=2.0, unit=" steps", bar_format=TRAIN_FORMAT, prefix="train")
+    assert " 25.00 steps/s |" in fast
 
 
 def test_generation_logs_progress_and_warns_when_it_will_be_long(monkeypatch, caplog):

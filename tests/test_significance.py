@@ -1,6 +1,6 @@
-"""Table 1's marks, the tied-with-best sets, the chart's bars and emphasis and the rank reliability, on a results
-store of simulated records that keep their per-example test predictions (3 seeds x 2,000 examples), beside older
-records without them."""
+"""Table 1's four marks, the confidence sets for the best, collapsed runs and tasks at chance, the detectable gap,
+the chart's bars, emphasis and caption, and the rank reliability, on a results store of simulated records that keep
+their per-example test predictions (3 seeds x 2,000 examples), beside older records without them."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lra_bench.reports.bubble import FADED, bubble_chart
+from lra_bench.reports.bubble import FADED, bubble_chart, caption, majority_rate
 from lra_bench.reports.efficiency import load_cells
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.significance import sample
-from lra_bench.reports.table1 import AVG5, load_runs, table1, task_cells
+from lra_bench.reports.table1 import AVG5, load_runs, lra_scores, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores
 from lra_bench.store import predictions
 from tests.test_report import record, signed, write
@@ -60,23 +60,84 @@ def store(tmp_path_factory):
     return make_store(tmp_path_factory.mktemp("sig"))
 
 
-def test_marks_against_the_reference_and_ties_with_the_best(store):
+def test_four_marks_against_the_reference_and_the_confidence_set_for_the_best(store):
     t, md = table1(load_runs(store / "runs"), "cpu")
     t = t.set_index("attention")
     for task in TASKS:
         assert t.loc["linear", f"{task}_vs_ref"] == "better" and t.loc["linear", f"{task}_method"] == "paired"
         assert t.loc["reformer", f"{task}_vs_ref"] == "worse"
-        assert t.loc["local", f"{task}_vs_ref"] == "not significant"
+        # local (true 50 = softmax): neither shown different nor shown within 2 points (its gap's interval reaches
+        # past -2 on ListOps): not resolved
+        assert t.loc["local", f"{task}_vs_ref"] == "not resolved"
         assert t.loc["old", f"{task}_method"] == "welch"  # no predictions: over seeds only
-        # linear (58) and performer (57.5) are tied at the top; softmax and local (50) are not
-        assert t.loc["linear", f"{task}_tied"] and t.loc["performer", f"{task}_tied"]
-        assert not t.loc["softmax", f"{task}_tied"] and not t.loc["reformer", f"{task}_tied"]
-        assert t.loc["linear", f"{task}_interval"] == "t" and t.loc["linear", f"{task}_n"] == 3
+        # linear (58) and performer (57.5) cannot be told apart from the best; softmax (50) and reformer (42) are
+        # shown below them
+        assert t.loc["linear", f"{task}_best"] and t.loc["performer", f"{task}_best"]
+        assert not t.loc["softmax", f"{task}_best"] and not t.loc["reformer", f"{task}_best"]
+        assert t.loc["linear", f"{task}_p_rank1"] + t.loc["performer", f"{task}_p_rank1"] == pytest.approx(1.0)
+        assert t.loc["linear", f"{task}_interval"] == "seeds + test examples" and t.loc["linear", f"{task}_n"] == 3
+        assert t.loc["old", f"{task}_interval"] == "seeds + binomial test sampling"
+    assert t.loc["local", "listops_lower"] < -2
+    # on the average of two tasks the gap of local is within 2 points with room to spare: equivalence is shown
+    assert t.loc["local", "avg_vs_ref"] == "equivalent" and t.loc["local", AVG5].endswith(" ≈")
     assert t.loc["linear", "ListOps"].endswith("(3 seeds) ▲ ★") and t.loc["softmax", "ListOps"].endswith("ref")
+    assert t.loc["local", "ListOps"].endswith("(3 seeds) ?")
     assert t.loc["reformer", AVG5].endswith("▼") and t.loc["linear", "avg_vs_ref"] == "better"
-    assert t.loc["old", "avg_vs_ref"] in ("not significant", "better", "worse")  # tested, over seeds
-    assert "Tests made: " in md and "paired" in md
+    assert t.loc["old", "avg_vs_ref"] in ("not resolved", "equivalent", "better", "worse")  # tested, over seeds
+    assert "Tests made against the reference: " in md and "paired" in md
     assert "No paired comparison is possible for 2 cell(s)" in md and "old/image, old/listops" in md
+    assert "ListOps (2 of 6): " in md and "Detectable gap" in md and "ListOps 5.4 points" in md
+
+
+def test_equivalence_marks_are_holm_corrected_across_the_family():
+    """Ten variants each 0.5 points from the reference with a standard error that gives each TOST a p of about
+    0.02: one alone is shown equivalent; ten at once are not (Holm over the family: 0.02 x 10 > 5 %)."""
+    from lra_bench.reports.significance import EQUIVALENT, UNRESOLVED, family
+    from lra_bench.stats.paired import tost
+
+    se = 1.5 / 2.0  # (2 - 0.5) / se = 2: t_inf one-sided p 0.023
+    assert float(tost(0.5, se, np.inf, 2.0)) == pytest.approx(0.0228, abs=1e-3)
+    one = family("ref", {"a": (0.5, se, np.inf, "paired")})
+    assert one["a"]["verdict"] == EQUIVALENT
+    ten = family("ref", {f"v{i}": (0.5, se, np.inf, "paired") for i in range(10)})
+    assert {v["verdict"] for n, v in ten.items() if n != "ref"} == {UNRESOLVED}
+
+
+def test_collapsed_runs_and_a_task_at_chance_left_out_of_the_average(tmp_path):
+    """Runs that predict one class, or score within their own interval of the majority rate, are counted as
+    collapsed in their cell; a task where every cell is at chance is shown but left out of the LRA average, and the
+    notes and the chart say so."""
+    labels = np.arange(1000) % 2  # majority rate 0.5
+    runs = tmp_path / "runs"
+    for att, accs in (("softmax", [0.60, 0.61, 0.62]), ("linear", [0.70, 0.71, 0.72])):
+        _cell_records(runs, "listops", att, accs, labels, "L", majority=0.5)
+    for att in ("softmax", "linear"):  # pathfinder: every run predicts class 0 (accuracy = majority rate)
+        for seed in range(3):
+            rec = record("pathfinder", att, seed, acc=0.5)
+            rec.update(test_examples=1000, test_majority_rate=0.5)
+            rec[predictions.FIELD] = predictions.encode(np.zeros(1000, int), labels, "P")
+            write(runs, rec)
+    _cell_records(runs, "image", "softmax", [0.30, 0.31, 0.32], labels, "I", majority=0.5)
+    _cell_records(runs, "image", "linear", [0.50, 0.70, 0.71, 0.70, 0.71, 0.70], labels, "I", majority=0.5)  # 1 at 50
+    frame, md = table1(load_runs(runs), "cpu")
+    t = frame.set_index("attention")
+    assert t.loc["softmax", "pathfinder_collapsed"] == 3 and t.loc["softmax", "pathfinder_at_chance"]
+    assert "(3 seeds; 3 collapsed)" in t.loc["softmax", "Pathfinder"]
+    assert t.loc["linear", "image_collapsed"] == 1 and not t.loc["linear", "image_at_chance"]
+    assert "(6 seeds; 1 collapsed)" in t.loc["linear", "Image"]
+    # the average covers ListOps and Image only: (70 + 71 + 72) / 3 and (50 + 70 + 71 + 70 + 71 + 70) / 6
+    assert t.loc["linear", "n_tasks"] == 2
+    assert t.loc["linear", "avg_present"] == pytest.approx((71.0 + 67.0) / 2)
+    assert "left out of the LRA average, its marks and its best set: Pathfinder" in md
+    assert "Collapsed runs" in md and "Pathfinder 6 of 6" in md and "Image 1 of 9" in md
+    scores = lra_scores(frame, "cpu")  # what the chart plots, and what its caption says about it
+    assert scores.attrs["tasks"] == ["listops", "image"] and scores.attrs["left_out"] == ["pathfinder"]
+    assert scores.set_index("attention").loc["linear", "collapsed"] == 1
+    points = scores.assign(noisy=False, repeats=3.0, x_lo=np.nan)
+    text = caption(points, {"best_tested": True, **scores.attrs}, None)
+    assert "Pathfinder: every variant at chance, so left out of the LRA score" in text
+    assert "the score is the mean over ListOps, Image" in text and "(k collapsed)" in text
+    assert majority_rate(load_runs(runs), "cpu", tasks=scores.attrs["tasks"]) == pytest.approx(50.0)
 
 
 def test_a_cell_pairs_only_with_predictions_that_match_its_accuracies():
@@ -111,17 +172,21 @@ def test_chart_bars_and_emphasis(store, tmp_path):
         alpha = dict(zip(fig.bubble_data.attention, ours.get_facecolors()[:, 3], strict=False))
         assert alpha["linear"] > 0.5 and alpha["reformer"] == pytest.approx(FADED)
         caption = "\n".join(x.get_text() for x in fig.texts)
-        assert "3 seeds" in caption and "Bold circles: statistically tied with the best" in caption
+        assert "3 seeds" in caption and "over seeds and test examples" in caption
+        assert "Bold circles: in the 95 % confidence set for the best" in caption
+        assert "Detectable gap vs softmax" in caption and "ListOps 5.4" in caption
         assert "interquartile range" in caption and "(10 repeats)" in caption
         plt.close(fig)
 
 
-def test_rank_reliability_between_seed_halves(store):
+def test_rank_reliability_over_every_split_of_the_seeds(store):
     table, md = rank_reliability(task_cells(load_runs(store / "runs"), "cpu"))
     assert list(table.task) == list(TASKS) and (table.variants == len(TRUE)).all()
-    assert (table.seeds == "seeds [0] vs [1, 2]").all()
+    assert (table.seeds == "[0, 1, 2]").all() and (table.splits == 3).all()
     assert (table.tau > 0.3).all(), table  # 8-point gaps at 2,000 examples: the order mostly reproduces
-    assert "Kendall's tau" in md
+    assert (table.tau_lo < table.tau).all() and (table.tau < table.tau_hi).all()
+    assert (table.reliability > 0.8).all() and (table.same_top1 > 0.3).all()
+    assert "Kendall's tau" in md and "reliability of the 3-seed mean" in md and "P(same top-3 set)" in md
 
 
 def test_bubble_caption_counts_the_seeds_of_every_task():
@@ -132,21 +197,22 @@ def test_bubble_caption_counts_the_seeds_of_every_task():
         return pd.DataFrame({"seeds": fewest, "seeds_max": most, "x_lo": [np.nan] * len(fewest),
                              "noisy": [False] * len(fewest), "repeats": [3.0] * len(fewest)})
 
-    meta = {"ties_tested": False}
+    meta = {"best_tested": False}
     assert "(1 seed per task: test sampling only" in caption(points([1.0, 1.0], [1.0, 1.0]), meta, None)
     mixed = caption(points([1.0, 1.0], [3.0, 1.0]), meta, None)
-    assert "1 to 3 seeds per task: Student t over seeds; where 1 seed, test sampling only" in mixed
-    assert "3 seeds per task: Student t" in caption(points([3.0], [3.0]), meta, None)
+    assert "1 to 3 seeds per task: over seeds and test examples; where 1 seed, test sampling only" in mixed
+    assert "3 seeds per task: over seeds and test examples" in caption(points([3.0], [3.0]), meta, None)
     assert "2 to 3 seeds per task" in caption(points([2.0, 3.0], [3.0, 3.0]), meta, None)
     assert "(1 seed: test sampling only (Wilson))" in caption(points([1.0], [1.0]), meta, "listops")
 
 
-def _cell_records(runs, task, att, accs, labels, fingerprint, seed0=0, profile="cpu"):
+def _cell_records(runs, task, att, accs, labels, fingerprint, seed0=0, profile="cpu", majority=0.2):
     """Records of one cell whose per-example predictions are right on the first round(acc * N) examples."""
     for seed, acc in enumerate(accs, start=seed0):
         right = np.arange(len(labels)) < round(acc * len(labels))
         rec = record(task, att, seed, acc=float(right.mean()), profile=profile)
         rec["test_examples"] = len(labels)
+        rec["test_majority_rate"] = majority
         rec[predictions.FIELD] = predictions.encode(np.where(right, labels, (labels + 1) % 10), labels, fingerprint)
         write(runs, rec)
 
@@ -175,9 +241,9 @@ def test_cells_on_different_test_sets_are_not_compared(tmp_path):
     assert "lack per-example test predictions (older records): rfa/image" in md
 
 
-def test_the_best_is_taken_among_testable_cells(tmp_path):
-    """A single-seed cell with the highest mean cannot be tested against anything: the tied-with-best set is built
-    around the best cell with 2+ seeds instead of coming out empty (untested) for the whole column."""
+def test_the_best_set_is_made_of_testable_cells(tmp_path):
+    """A single-seed cell cannot be tested against anything: the confidence set for the best is made of the cells
+    with 2+ seeds (the one-seed cell, however high, is neither in it nor able to push the others out)."""
     labels = np.arange(1000) % 10
     runs = tmp_path / "runs"
     _cell_records(runs, "listops", "softmax", [0.40, 0.41, 0.42], labels, "A")
@@ -186,9 +252,9 @@ def test_the_best_is_taken_among_testable_cells(tmp_path):
     _cell_records(runs, "listops", "performer", [0.90], labels, "A")  # one seed, far ahead
     t, md = table1(load_runs(runs), "cpu")
     t = t.set_index("attention")
-    assert t.loc["linear", "listops_tied"] and not t.loc["local", "listops_tied"]
-    assert not t.loc["performer", "listops_tied"] and t.loc["performer", "listops_n"] == 1
-    assert "Tied with the best: ListOps: linear" in md
+    assert t.loc["linear", "listops_best"] and not t.loc["local", "listops_best"]
+    assert not t.loc["performer", "listops_best"] and t.loc["performer", "listops_n"] == 1
+    assert "ListOps (1 of 3): linear" in md
 
 
 def test_the_average_is_tested_only_over_the_reference_tasks(tmp_path):
@@ -203,3 +269,15 @@ def test_the_average_is_tested_only_over_the_reference_tasks(tmp_path):
     t = t.set_index("attention")
     assert t.loc["linear", "avg_vs_ref"] == "better"
     assert t.loc["local", "avg_vs_ref"] == "untested" and t.loc["local", "listops_vs_ref"] == "better"
+
+
+def test_the_equivalence_margin_is_an_option(store, report_script, tmp_path):
+    """--margin sets the TOST margin: local (true 50 = softmax) is not shown within 2 points on ListOps, but is within
+    10; a margin that is not positive is refused."""
+    runs = load_runs(store / "runs")
+    assert table1(runs, "cpu")[0].set_index("attention").loc["local", "listops_vs_ref"] == "not resolved"
+    wide, md = table1(runs, "cpu", margin=10.0)
+    assert wide.set_index("attention").loc["local", "listops_vs_ref"] == "equivalent" and "±10 points" in md
+    res = report_script("--runs-dir", store / "runs", "--bench-dir", tmp_path / "none", "--out", tmp_path / "out",
+                        "--margin", "0")
+    assert res.returncode == 2 and "--margin 0.0: the equivalence margin must be a positive number" in res.stderr

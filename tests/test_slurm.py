@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -200,3 +201,48 @@ def test_two_sweeps_of_one_grid_at_once_run_each_job_once(slurm, sweep, tmp_path
     skipped = logs.count("already running") + logs.count("finished record with status ok exists")
     assert skipped == 2, logs[-4000:]
     assert not list((tmp_path / "runs").rglob("attempts")), "no second attempt of a run"
+
+
+def test_a_preempted_rerun_requeued_three_times_finishes_equal_to_an_uninterrupted_run(slurm, sweep, tmp_path):
+    """Issue 40: rerun=true took the checkpoint of its own preempted attempt for a finished run's leftover and
+    deleted it, so a requeued rerun never got past its first preemption."""
+    first = run(compose_run(["attention=softmax", *LONG], tmp_path))  # the finished record the rerun replaces
+    proc = sweep(tmp_path, "attention=softmax", "rerun=true", *LONG)
+    (job,) = job_ids(tmp_path, 1)
+    step = -1
+    for requeues in (1, 2, 3):  # preempt once it runs (a checkpoint newer than the last), wait for the requeue
+        deadline = time.time() + 300
+        while checkpoint_step(tmp_path) <= step:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-4000:]
+            time.sleep(0.1)
+        slurm_cmd(slurm, "scancel", "--signal=USR2", job)
+        deadline = time.time() + 300
+        while slurm_cmd(slurm, "sacct", "-j", job, "-X", "-n", "-P", "--duplicates", "-o",
+                        "JobID,State").count(f"{job}|REQUEUED") < requeues:
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[0][-4000:]
+            time.sleep(0.2)
+        step = checkpoint_step(tmp_path)  # the preempted attempt's last checkpoint
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-4000:]
+    assert [s for s in states(slurm, job) if s.endswith("|REQUEUED")] == [f"{job}|REQUEUED"] * 3, states(slurm, job)
+    assert states(slurm, job)[-1] == f"{job}|COMPLETED"
+    assert job_logs(tmp_path).count("resuming from") == 3
+    (rec,) = read_records(tmp_path / "runs")
+    assert rec["status"] == "ok" and rec["restarts"] == 3 and rec["finished_at"] > first["finished_at"]
+    for key in (*SAME, "test_predictions"):
+        assert rec[key] == first[key], key
+
+
+def test_start_brings_the_cluster_back_after_its_controller_is_killed(slurm):
+    """A killed slurmctld stays a zombie where the container's init never reaps: its pid file still named a 'live'
+    process, so `start` kept it and waited 30 s for a controller that was gone."""
+    pid = int((Path(slurm["LRA_SLURM_DIR"]) / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 60
+    while (Path(f"/proc/{pid}/stat").exists() and
+           Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")):
+        assert time.time() < deadline, "slurmctld survived SIGKILL"
+        time.sleep(0.05)
+    done = subprocess.run(["bash", str(SCRIPT), "start"], env=slurm, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert slurm_cmd(slurm, "sinfo", "-h", "-o", "%t").strip() in ("idle", "mix", "alloc")

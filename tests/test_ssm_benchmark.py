@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from lra_bench.bench.table2 import run_benchmarks
-from lra_bench.build.bench import bench_plan
+from lra_bench.config.bench import bench_plan
 from lra_bench.reports.bubble import bubble_data
 from lra_bench.reports.efficiency import load_cells, table2
 from tests.conftest import compose_run

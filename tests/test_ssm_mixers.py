@@ -3,30 +3,34 @@ settings they declare (the trainer's AdamW groups, read back from ``optimizer.pa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from lra_bench.attention import get_attention_class
 from lra_bench.bench.cell import model_step
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 from lra_bench.errors import ConfigError
 from lra_bench.run.runner import run
 from lra_bench.train import loop
 from lra_bench.train.param_groups import describe
 from lra_bench.train.schedules import peak_factor
-from tests.conftest import CONFIGS, compose_run
+from tests.conftest import CONFIGS, ROOT, compose_run
 from tests.test_training import settings, tiny_model
 
 DIM = 6
+#: the s4 repository's own initial A and B (commit 62a14bb, dplr.dplr(init, N, H=1) run once; see its "source")
+S4_INIT = json.loads((ROOT / "tests" / "fixtures" / "s4_init_62a14bb.json").read_text())["values"]
 
 
-def make(name: str, bidirectional: bool, seed: int = 0):
+def make(name: str, bidirectional: bool, seed: int = 0, init: str = "lin"):
     torch.manual_seed(seed)
     cfg = OmegaConf.load(CONFIGS / "attention" / f"{name}.yaml")
     cfg.bidirectional = bidirectional
     if name == "s4d":
-        cfg.d_state = 8
+        cfg.d_state, cfg.init = 8, init
     else:
         cfg.d_state, cfg.r_min, cfg.max_phase = 5, 0.5, 3.0  # a wide ring: fast and slow, rotating modes
     return build_attention_factory(cfg)(dim=DIM, num_heads=1, seq_len=300, dropout=0.0).double().eval()
@@ -58,19 +62,21 @@ def lru_loop(layer, u: torch.Tensor, direction: int) -> torch.Tensor:
 
 
 LOOPS = {"s4d": s4d_loop, "lru": lru_loop}
+VARIANTS = [("s4d", "lin"), ("s4d", "legs"), ("lru", "lin")]  # (mixer, S4D init): LegS adds a trained complex B
+VARIANT_IDS = ["s4d", "s4d-legs", "lru"]
 
 
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
 
 
-@pytest.mark.parametrize("name", ["s4d", "lru"])
+@pytest.mark.parametrize(("name", "init"), VARIANTS, ids=VARIANT_IDS)
 @pytest.mark.parametrize("length", [1, 7, 300])
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["causal", "bidirectional"])
-def test_ssm_matches_its_recurrence_in_float64(name, length, bidirectional):
+def test_ssm_matches_its_recurrence_in_float64(name, init, length, bidirectional):
     """The FFT convolution equals the explicit recurrence; bidirectional = forward part + backward part (the same
     recurrence run over the reversed sequence with the second direction's parameters, flipped back) + D once."""
-    layer = make(name, bidirectional)
+    layer = make(name, bidirectional, init=init)
     u = torch.randn(2, length, DIM, dtype=torch.float64)
     with torch.no_grad():
         expected = LOOPS[name](layer, u, 0) + u * layer.D
@@ -81,12 +87,12 @@ def test_ssm_matches_its_recurrence_in_float64(name, length, bidirectional):
     assert rel_err(got, expected) <= 1e-6
 
 
-@pytest.mark.parametrize("name", ["s4d", "lru"])
-def test_bidirectional_is_the_sum_of_its_two_causal_parts(name):
+@pytest.mark.parametrize(("name", "init"), VARIANTS, ids=VARIANT_IDS)
+def test_bidirectional_is_the_sum_of_its_two_causal_parts(name, init):
     """The bidirectional layer's output = a causal layer with the first direction's parameters + one with the second
     direction's parameters on the reversed sequence (flipped back), D counted once."""
-    both = make(name, bidirectional=True)
-    forward, backward = make(name, bidirectional=False), make(name, bidirectional=False)
+    both = make(name, bidirectional=True, init=init)
+    forward, backward = make(name, bidirectional=False, init=init), make(name, bidirectional=False, init=init)
     with torch.no_grad():
         for part, index in ((forward, 0), (backward, 1)):
             for pname, p in part.named_parameters():
@@ -97,8 +103,9 @@ def test_bidirectional_is_the_sum_of_its_two_causal_parts(name):
         assert rel_err(both.ssm(u), expected) <= 1e-10
 
 
-def test_s4d_kernel_is_the_impulse_response():
-    layer = make("s4d", bidirectional=True)
+@pytest.mark.parametrize("init", ["lin", "legs"])
+def test_s4d_kernel_is_the_impulse_response(init):
+    layer = make("s4d", bidirectional=True, init=init)
     with torch.no_grad():
         k = layer.kernel(50)  # (2, C, 50)
         impulse = torch.zeros(1, 50, DIM, dtype=torch.float64)
@@ -116,6 +123,56 @@ def test_s4d_initialisations_follow_the_paper():
     torch.testing.assert_close(inv.kernel.A_imag[0], 8 / torch.pi * (8 / (2 * torch.arange(4.0) + 1) - 1))
     dt = lin.kernel.log_dt.exp()
     assert ((dt >= 0.001) & (dt <= 0.1)).all()
+
+
+@pytest.mark.parametrize("d_state", [4, 8, 64])
+@pytest.mark.parametrize("init", ["lin", "inv", "legs"])
+def test_s4d_initialisations_reproduce_the_s4_repository(init, d_state):
+    """A and B at initialisation equal the s4 repository's (tests/fixtures/s4_init_62a14bb.json, its own numbers).
+    s4 stores the conjugate system (Im A <= 0): its kernel 2·Re(Σ C·B̄·Ā^l) is the same with A, B, C conjugated, so
+    ours is A = conj(A_s4), B = conj(B_s4). LegS's B is fixed by an eigendecomposition up to a sign per mode (the
+    first component of each eigenvector is real in both; s4's signs are its eigensolver's): B_n with C_n random and
+    symmetric, trained by AdamW (sign-equivariant per coordinate), is the same model as −B_n. S4D-LegS at N = 64 spans
+    Im A from 0.26 to 1,303, and |Im B| is clipped at 2."""
+    s4 = S4_INIT[f"{init}-{d_state}"]
+    kernel = get_attention_class("s4d")(dim=3, num_heads=1, seq_len=16, dropout=0.0, d_state=d_state,
+                                        init=init).kernel
+    a_real, a_imag = torch.tensor(s4["A_real"]), torch.tensor(s4["A_imag"])  # (n,), s4's convention
+    b = torch.complex(torch.tensor(s4["B_real"]), torch.tensor(s4["B_imag"]))  # (n,)
+    for channel in range(3):  # one (A, B) per channel by default, all initialised alike
+        torch.testing.assert_close(-kernel.log_A_real[channel].exp(), a_real)
+        torch.testing.assert_close(kernel.A_imag[channel], -a_imag, rtol=1e-6, atol=1e-5)
+    if init != "legs":
+        assert kernel.B is None and bool((b == 1).all()), "S4D-Lin/Inv: B = 1, not a parameter"
+        return
+    ours = torch.view_as_complex(kernel.B.detach())  # (S, n)
+    assert kernel.B.requires_grad and ours.shape == (3, d_state // 2)
+    sign = torch.sign((ours[0] * b).real)  # (n,): ours = sign · conj(s4's)
+    assert bool((sign != 0).all())
+    torch.testing.assert_close(ours, (sign * b.conj()).expand(3, -1), rtol=1e-5, atol=2e-6)
+    if d_state == 64:
+        assert (a_imag.abs().min(), a_imag.abs().max()) == pytest.approx((0.2639, 1303.27), rel=1e-3)
+        assert ours.imag.abs().max() == 2.0
+
+
+def test_s4d_n_ssm_shares_a_and_b_across_channels_in_turn():
+    """n_ssm sets of (A, B): channel h uses set h mod n_ssm (s4's n_ssm); dt and C stay per channel, and the shared
+    parameters get the gradient of every channel that uses them."""
+    torch.manual_seed(0)
+    layer = get_attention_class("s4d")(dim=6, num_heads=1, seq_len=16, dropout=0.0, d_state=8, init="legs",
+                                       n_ssm=2)
+    kernel = layer.kernel
+    assert kernel.log_A_real.shape == kernel.A_imag.shape == (2, 4) and kernel.B.shape == (2, 4, 2)
+    assert kernel.log_dt.shape == (6,) and kernel.C.shape == (2, 6, 4, 2)
+    with torch.no_grad():
+        kernel.A_imag[1] += 1.0  # the two sets differ
+        a_bar, b_bar, _ = kernel.discrete()  # (C, n) each
+        dt = kernel.log_dt.exp()
+        a = -kernel.log_A_real.exp() + 1j * kernel.A_imag  # (2, n)
+        for h in range(6):
+            torch.testing.assert_close(a_bar[h], torch.exp(dt[h] * a[h % 2]))
+    layer.ssm(torch.randn(2, 16, 6)).sum().backward()
+    assert kernel.A_imag.grad.shape == (2, 4) and bool((kernel.A_imag.grad != 0).all())
 
 
 def test_s4d_slow_channels_barely_convolve_at_short_lengths():
@@ -144,7 +201,8 @@ def test_lru_initialisation_lies_on_its_ring_and_is_normalised():
 
 
 @pytest.mark.parametrize(("name", "knob", "bad"), [
-    ("s4d", "d_state", 3), ("s4d", "init", "legs"), ("s4d", "dt_min", 0.0), ("s4d", "ssm_lr", 0.0),
+    ("s4d", "d_state", 3), ("s4d", "init", "legt"), ("s4d", "dt_min", 0.0), ("s4d", "ssm_lr", 0.0),
+    ("s4d", "n_ssm", 3), ("s4d", "n_ssm", 0),
     ("lru", "r_max", 1.5), ("lru", "d_state", 0), ("lru", "max_phase", 0.0),
 ])
 def test_bad_knob_is_a_config_error_naming_it(name, knob, bad):
@@ -153,7 +211,7 @@ def test_bad_knob_is_a_config_error_naming_it(name, knob, bad):
 
 
 @pytest.mark.parametrize(("name", "declared"), [
-    ("s4d", {"kernel.log_dt", "kernel.log_A_real", "kernel.A_imag"}), ("lru", {"nu_log", "theta_log"}),
+    ("s4d", {"kernel.log_dt", "kernel.log_A_real", "kernel.A_imag"}), ("lru", {"nu_log", "theta_log", "gamma_log"}),
 ])
 @pytest.mark.parametrize("lr", [0.01, 0.0005])
 def test_optimizer_groups_hold_the_declared_settings(name, declared, lr):
@@ -195,6 +253,18 @@ def test_s4d_dt_lr_null_trains_log_dt_at_the_trainer_rate_without_decay():
     assert by_names[("kernel.log_A_real", "kernel.A_imag")] == (0.001, 0.0)
 
 
+def test_s4d_legs_trains_b_with_a_without_decay():
+    """S4D-LegS's B is trained, at the SSM rate without weight decay (the s4 configs' ``lr: {..., B: 0.001}``,
+    ``wd: 0.0``); Lin and Inv have no B parameter at all."""
+    cfg = OmegaConf.load(CONFIGS / "attention" / "s4d.yaml")
+    cfg.init = "legs"
+    layer = build_attention_factory(cfg)(dim=8, num_heads=1, seq_len=16, dropout=0.0)
+    optimizer, _ = loop.make_optimizer(layer, settings(lr=0.01, weight_decay=0.05))
+    by_names = {tuple(g["param_names"]): (g["lr"], g["weight_decay"]) for g in optimizer.param_groups}
+    assert by_names[("kernel.log_dt", "kernel.log_A_real", "kernel.A_imag", "kernel.B")] == (0.001, 0.0)
+    assert "kernel.B" not in dict(make("s4d", bidirectional=True).named_parameters())
+
+
 def test_a_model_without_declarations_keeps_one_group():
     optimizer, _ = loop.make_optimizer(tiny_model("softmax"), settings(lr=0.01, weight_decay=0.1))
     assert len(optimizer.param_groups) == 1
@@ -227,4 +297,5 @@ def test_the_benchmark_step_trains_with_the_same_groups(tmp_path, monkeypatch):
     step()
     (optimizer,) = built
     assert [(g["initial_lr"], g["weight_decay"]) for g in optimizer.param_groups][1] == (0.001, 0.0)
-    assert {n.rsplit(".", 1)[-1] for n in optimizer.param_groups[1]["param_names"]} == {"nu_log", "theta_log"}
+    assert {n.rsplit(".", 1)[-1] for n in optimizer.param_groups[1]["param_names"]} == {"nu_log", "theta_log",
+                                                                                        "gamma_log"}

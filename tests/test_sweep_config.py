@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob
 
 from lra_bench.attention import list_attentions
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.data.retrieval.fixture import write_fixture
 from lra_bench.store.records import read_records
 from tests.conftest import CONFIGS, ROOT, compose_run

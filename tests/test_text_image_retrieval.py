@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 from lra_bench.data import bytes as byte_tokens
 from lra_bench.data.image import task as image_task
 from lra_bench.data.image.task import ImageTask, downsample, grayscale, grayscale_reference

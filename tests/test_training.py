@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lra_bench.attention import list_attentions
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 from lra_bench.models.encoder import Classifier, Encoder
 from lra_bench.run.runner import run
 from lra_bench.train import loop
@@ -129,7 +129,7 @@ FTZ_PROBE = """
 import sys, torch
 from pathlib import Path
 from tests.conftest import compose_run
-from lra_bench.build.plan import plan
+from lra_bench.config.plan import plan
 plan(compose_run(["profile=smoke", "trainer.flush_denormal=" + sys.argv[1]], Path(sys.argv[2])))
 y = torch.full((4_000_000,), 1e-39) * 1.5  # float32 denormals, multiplied by every intra-op worker thread
 print("torch._dynamo" in sys.modules, (y == 0).float().mean().item())
@@ -185,7 +185,7 @@ def test_compile_setting_resolves_per_device_and_rejects_typos():
     assert compile_enabled(True, torch.device("cpu")) and not compile_enabled(False, torch.device("cuda"))
     base = dict(max_steps=1, batch_size=1, eval_batch_size=1, lr=1.0, schedule="constant", warmup_steps=0,
                 weight_decay=0.0)
-    with pytest.raises(ConfigError, match="compile must be one of 'auto', True, False, got 'yes'"):
+    with pytest.raises(ConfigError, match="trainer.compile='yes' is not allowed: must be one of 'auto', True, False"):
         TrainerSettings(**base, compile="yes")
 
 

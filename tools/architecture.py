@@ -28,25 +28,26 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "Running jobs: `runner.py` orchestrates one run (the per-run lock, signals, data, training, the test evaluation "
      "and the record: skip finished, resume, failure records), `sweeps.py` the summary at the end of a multirun (a "
      "Hydra callback), `scheduler.py` the hand-over to a cluster scheduler's signal handler. It may read the "
-     "DictConfig, only to hand it to `build`; nothing in the library imports it."),
+     "DictConfig, only to hand it to `config`; nothing in the library imports it."),
     ("bench", ("lra_bench.bench",),
-     "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a `build.bench.BenchPlan`, "
-     "each in a fresh process (`isolated.py`) running `cell.py`, which times the trainer's own step "
-     "(`train/step.py`) and measures its peak memory; the variants of one sweep are timed in turns, one served cell "
-     "process each (`interleaved.py`). `peers.py` pairs our layers with the PyPI packages' at "
-     "matched settings (`tools/bench_peers.py`). No config library: plans and plain dicts."),
-    ("build", ("lra_bench.build",),
+     "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a "
+     "`config.bench.BenchPlan`, each in a fresh process (`isolated.py`) running `cell.py`, which times the "
+     "trainer's own step (`train/step.py`) and measures its peak memory; the variants of one sweep are timed in "
+     "turns, one served cell process each (`interleaved.py`). `peers.py` pairs our layers with the PyPI packages' "
+     "at matched settings (`tools/bench_peers.py`). No config library: plans and plain dicts."),
+    ("config", ("lra_bench.config",),
      "The only room below the entry points that reads Hydra's configs: `plan.py` turns a run config into the typed "
      "`Plan` (task, model, trainer and logger settings, device, paths, hash) that everything below receives; "
      "`bench.py` the same for a benchmark config; `attention.py` resolves an attention config's class and returns "
-     "the partial the encoder completes; `config.py` holds the config hash, the config groups and `_target_` "
+     "the partial the encoder completes; `sections.py` holds the config hash, the config groups and `_target_` "
      "resolution; `overrides.py` the 'did you mean' of misspelt command-line overrides."),
     ("models", ("lra_bench.models",),
      "The encoder and classifiers (`encoder.py`), the state-space block of `model=ssm` (`ssm.py`)."),
     ("train", ("lra_bench.train",),
      "The training loop (`loop.py`), the one optimizer step shared with the benchmark (`step.py`), the AdamW "
      "parameter groups from the mixers' declared settings (`param_groups.py`), LRA's schedules, the typed trainer "
-     "settings and resumable, checksummed checkpoints."),
+     "settings, resumable, checksummed checkpoints that carry their run's identity, and the mixer contract checked "
+     "at run time (`contract.py`)."),
     ("attention", ("lra_bench.attention",),
      "The zoo: `base.py` holds `TokenMixer` (the contract checks, output dropout and registry) and "
      "`Attention(TokenMixer)` (q/k/v and output projections around `attend`); `_sparse.py` gives the sparse "
@@ -57,22 +58,26 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "`image/`, `retrieval/`: its task class, generator, file readers), and the pieces they share: the "
      "build-once Arrow cache (`cache.py`), batches, byte tokens, pixel pooling, Hub access."),
     ("reports", ("lra_bench.reports", "lra_bench.stats"),
-     "Table 1, Table 2, the bubble chart, accuracy plots and validation curves, and the planning table "
-     "(`planning.py`), read from the results store; `paper.py` holds the LRA paper's numbers; `stats/` the "
-     "statistics behind every accuracy (intervals, the paired test with Holm's correction, rank reliability) and "
-     "`reports/significance.py` applies them to the records."),
+     "Table 1, Table 2, the bubble chart, accuracy plots and validation curves, and the planners (`planning.py`: a "
+     "run's wall time; `power_plan.py`: seeds and test examples for a target detectable gap), read from the "
+     "results store; `paper.py` holds the LRA paper's numbers; `stats/` the statistics behind every accuracy "
+     "(intervals over seeds and test examples, the paired test with Holm's correction, equivalence and "
+     "non-inferiority, the confidence set for the best, power, rank reliability) and `reports/significance.py` "
+     "and `verdicts.py` apply them to the records."),
     ("infra", ("lra_bench.infra",),
      "Services both training and benchmarking use, importing neither: peak memory and allocator settings, OOM "
      "classification (`memory.py`), step timing with warm-up, repeats and medians (`timing.py`), the machine and "
      "the cores other work used while something was timed (`machine.py`), progress bars, loggers (the optional "
-     "wandb mirror), the per-run lock, DDP process groups."),
+     "wandb mirror), the per-run lock, DDP process groups, child processes that die with their parent "
+     "(`children.py`)."),
     ("store", ("lra_bench.store",),
      "Keeping results: `records.py` (the run record, its checksum and the one reading rule for the runner, the "
      "benchmark and every report), `predictions.py` (the per-example test predictions a record keeps), `files.py` "
      "(hashing and atomic writes), `migrate.py` (records carried across a change of the config layout)."),
     ("foundation", ("lra_bench",),
      "`errors.py` (every error the harness raises; `ConfigError` for every bad knob) and `checks.py` (plain-dict "
-     "validation against signatures, ranges, choices from `Literal`s, 'did you mean'): no config library."),
+     "validation against signatures, the ranges annotations declare (`Range`), choices from `Literal`s, 'did you "
+     "mean'): no config library."),
 ]
 
 

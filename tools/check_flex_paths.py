@@ -26,7 +26,7 @@ import torch
 from omegaconf import OmegaConf
 
 from lra_bench.attention._sparse import SparsePatternAttention
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 
 CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs"
 

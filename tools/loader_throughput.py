@@ -24,7 +24,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from lra_bench.build.plan import plan, use_deterministic_algorithms
+from lra_bench.config.plan import plan, use_deterministic_algorithms
 from lra_bench.data.batches import train_batches
 from lra_bench.data.retrieval.fixture import write_fixture
 from lra_bench.train.loop import make_optimizer

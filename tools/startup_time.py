@@ -3,7 +3,7 @@
 Both are fresh processes timed from their start until they print the end of their first training step (``run.py``
 with ``trainer.log_every=1`` logs "step 1 loss ..."; the bare loop prints "step 1"): the harness's share is Hydra's
 composition, its imports, the config checks, the (cached) data, the logger and the checkpoint set-up. The bare loop
-imports torch and the harness's model class only, builds the same model (the same config through ``build.plan``
+imports torch and the harness's model class only, builds the same model (the same config through ``config.plan``
 would import the harness; its sizes are passed instead), feeds random token ids of the task's shape and takes one
 AdamW step. The two are run in turns (``--repeats`` each, after one untimed harness run that fills the data cache);
 medians, their ratio and the 1-minute load average before and after are printed and written as JSON.
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BARE = """
 import sys, torch
-from lra_bench.build.attention import build_attention_factory
+from lra_bench.config.attention import build_attention_factory
 from lra_bench.models.encoder import Classifier, Encoder
 from omegaconf import OmegaConf
 torch.manual_seed(0)

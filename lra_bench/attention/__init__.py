@@ -3,7 +3,7 @@
 Adding a variant = adding ``lra_bench/attention/NAME.py`` (a subclass of ``Attention`` -- or of ``TokenMixer``
 for a mixer without queries and keys -- with ``name = "NAME"``) and ``configs/attention/NAME.yaml``; nothing
 else needs editing. A variant may also live outside this package (your own module, named by ``_target_``); it
-registers when its config is used (``lra_bench.build.attention.attention_class``).
+registers when its config is used (``lra_bench.config.attention.attention_class``).
 """
 
 import importlib

@@ -14,6 +14,7 @@ probabilities in training.
 from __future__ import annotations
 
 import abc
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +29,8 @@ from lra_bench.attention._flex import (
 from lra_bench.attention.base import Attention, checked_attn_dropout
 from lra_bench.errors import ConfigError
 
-KERNELS = ("auto", "blocked", "flex")
+SparseKernel = Literal["auto", "blocked", "flex"]  # the values of ``attention.kernel``
+KERNELS = get_args(SparseKernel)
 
 
 class SparsePatternAttention(Attention):

@@ -29,6 +29,7 @@ A subclass declares ``name`` (== file stem == config stem); declaring it registe
 from __future__ import annotations
 
 import abc
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,6 +40,8 @@ from torch import Tensor, nn
 
 from lra_bench.checks import fraction
 from lra_bench.errors import ConfigError
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a mixer's name: no space, separator or control character
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,10 @@ class TokenMixer(nn.Module, abc.ABC):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
+            if not isinstance(cls.name, str) or not NAME_PATTERN.fullmatch(cls.name):
+                raise ConfigError(f"{cls.__module__}.{cls.__qualname__}.name={cls.name!r} cannot name a mixer: a "
+                                  "name is letters, digits, '_', '-', '.' or '+', starting with a letter or digit (it "
+                                  "names folders, table rows and chart labels)")
             other = TokenMixer._registry.get(cls.name)
             if other is not None and other.__qualname__ != cls.__qualname__:
                 raise ValueError(f"duplicate attention name {cls.name!r}: {other} and {cls}")
@@ -209,12 +216,37 @@ def get_attention_class(name: str) -> type[TokenMixer]:
     return TokenMixer._registry[name]
 
 
+class ChannelDropout(nn.Module):
+    """Dropout with one mask per (example, channel), shared by every position: x (B, N, C) -> (B, N, C). The s4
+    repository's ``DropoutNd`` with ``tie=True`` (its ``tie_dropout``), ``torch.nn.Dropout1d`` over (B, C, N)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = fraction("model.dropout", p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.dropout1d(rearrange(x, "b n c -> b c n"), self.p, self.training)  # zeroes whole (example, channel) rows
+        return rearrange(y, "b c n -> b n c")
+
+
 class SSMMixer(TokenMixer):
     """The block shared by the state-space mixers (``s4d``, ``lru``): padded positions zeroed, the linear system
     ``ssm(u)`` ((B, L, C) -> (B, L, C), D skip included) in fp32 outside autocast, GELU, output dropout, then the
-    subclass's ``output_linear`` (Linear(C -> 2C) + GLU). Subclasses set ``name`` and implement ``ssm``."""
+    subclass's ``output_linear`` (Linear(C -> 2C) + GLU). Subclasses set ``name`` and implement ``ssm``.
+
+    ``tie_dropout()`` switches to the s4 repository's dropout (its S4 block with ``tie_dropout: true``): channel-tied
+    (``ChannelDropout``), before the GELU (s4's ``FFTConv``) as well as after it (s4's ``S4Block``)."""
 
     output_linear: nn.Module
+
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float) -> None:
+        super().__init__(dim, num_heads, seq_len, dropout)
+        self.pre_drop: nn.Module = nn.Identity()  # dropout before the GELU: only with tie_dropout()
+
+    def tie_dropout(self) -> None:
+        """s4's dropout layout: one channel-tied mask before the GELU and another after it (same rate)."""
+        p = self.out_drop.p
+        self.pre_drop, self.out_drop = ChannelDropout(p), ChannelDropout(p)
 
     @abc.abstractmethod
     def ssm(self, u: Tensor) -> Tensor: ...
@@ -224,5 +256,5 @@ class SSMMixer(TokenMixer):
         with torch.autocast(device_type=x.device.type, enabled=False):
             if mask is not None:
                 x = x.masked_fill(~mask[..., None], 0.0)  # (B, N, C): padding never enters the system
-            y = self.out_drop(F.gelu(self.ssm(x)))  # (B, N, C)
+            y = self.out_drop(F.gelu(self.pre_drop(self.ssm(x))))  # (B, N, C)
         return self.output_linear(y.to(x.dtype))

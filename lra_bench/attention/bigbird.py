@@ -30,7 +30,8 @@ from lra_bench.attention._blocks import (
     real_keys,
 )
 from lra_bench.attention._flex import PatternMod, block_pattern_classes
-from lra_bench.attention._sparse import SparsePatternAttention
+from lra_bench.attention._sparse import SparseKernel, SparsePatternAttention
+from lra_bench.checks import Count, DropRate, NonNegativeInt, Seed
 from lra_bench.errors import ConfigError
 
 
@@ -82,13 +83,13 @@ class BigBirdAttention(SparsePatternAttention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        block_size: int = 64,
-        num_window_blocks: int = 3,
-        num_global_blocks: int = 2,
-        num_rand_blocks: int = 3,
-        seed: int = 0,
-        attn_dropout: float = 0.1,
-        kernel: str = "auto",
+        block_size: Count = 64,
+        num_window_blocks: Count = 3,
+        num_global_blocks: NonNegativeInt = 2,
+        num_rand_blocks: NonNegativeInt = 3,
+        seed: Seed = 0,
+        attn_dropout: DropRate = 0.1,
+        kernel: SparseKernel = "auto",
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         if block_size <= 0 or num_window_blocks <= 0 or num_window_blocks % 2 == 0:

@@ -22,6 +22,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, checked_attn_dropout
+from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
 
 
@@ -42,8 +43,8 @@ class CompressedAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        compression: int = 3,
-        attn_dropout: float = 0.1,
+        compression: Count = 3,
+        attn_dropout: DropRate = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if compression <= 0:

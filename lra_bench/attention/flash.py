@@ -32,6 +32,7 @@ from torch import Tensor
 
 from lra_bench.attention._flex import compiled_kernel_supports, flex_key_padding_attention
 from lra_bench.attention.base import Attention, checked_attn_dropout
+from lra_bench.checks import DropRate
 
 log = logging.getLogger(__name__)
 CPU_DROPOUT_WARNING = (
@@ -54,7 +55,7 @@ class FlashAttention(Attention):
 
     name = "flash"
 
-    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float = 0.1,
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: DropRate = 0.1,
                  flex_padded: bool = True) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         self.attn_dropout = checked_attn_dropout(attn_dropout)

@@ -15,7 +15,8 @@ from torch import Tensor
 
 from lra_bench.attention._blocks import masked_attention, real_keys
 from lra_bench.attention._flex import PatternMod
-from lra_bench.attention._sparse import SparsePatternAttention
+from lra_bench.attention._sparse import SparseKernel, SparsePatternAttention
+from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
 
 
@@ -32,8 +33,8 @@ class GlobalAttention(SparsePatternAttention):
     name = "global"
 
     def __init__(
-        self, dim: int, num_heads: int, seq_len: int, dropout: float, num_global: int = 16, attn_dropout: float = 0.1,
-        kernel: str = "auto",
+        self, dim: int, num_heads: int, seq_len: int, dropout: float, num_global: Count = 16,
+        attn_dropout: DropRate = 0.1, kernel: SparseKernel = "auto",
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         if num_global <= 0:

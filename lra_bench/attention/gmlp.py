@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
+from lra_bench.checks import Count, NonNegativeFloat
 from lra_bench.errors import ConfigError
 
 
@@ -40,8 +41,8 @@ class GMLPSpatialGating(TokenMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        expansion: int = 1,
-        init_eps: float = 1.0,
+        expansion: Count = 1,
+        init_eps: NonNegativeFloat = 1.0,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if expansion <= 0:

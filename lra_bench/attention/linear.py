@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lra_bench.attention.base import Attention
+from lra_bench.checks import PositiveFloat
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
@@ -33,7 +34,7 @@ class LinearAttention(Attention):
 
     name = "linear"
 
-    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, eps: float = 1e-6) -> None:
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, eps: PositiveFloat = 1e-6) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         self.eps = eps
 

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, checked_attn_dropout
+from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
 
 
@@ -42,9 +43,9 @@ class LinformerAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        low_rank_features: int = 16,
+        low_rank_features: Count = 16,
         share_kv: bool = False,
-        attn_dropout: float = 0.1,
+        attn_dropout: DropRate = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if low_rank_features <= 0:

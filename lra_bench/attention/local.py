@@ -20,7 +20,8 @@ from torch import Tensor
 
 from lra_bench.attention._blocks import masked_attention, neighbor_blocks, pad_dim, real_keys
 from lra_bench.attention._flex import PatternMod
-from lra_bench.attention._sparse import SparsePatternAttention
+from lra_bench.attention._sparse import SparseKernel, SparsePatternAttention
+from lra_bench.checks import Count, DropRate, NonNegativeInt
 from lra_bench.errors import ConfigError
 
 
@@ -43,10 +44,10 @@ class LocalAttention(SparsePatternAttention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        block_size: int = 50,
-        num_neighbor_blocks: int = 0,
-        attn_dropout: float = 0.1,
-        kernel: str = "auto",
+        block_size: Count = 50,
+        num_neighbor_blocks: NonNegativeInt = 0,
+        attn_dropout: DropRate = 0.1,
+        kernel: SparseKernel = "auto",
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         if block_size <= 0 or num_neighbor_blocks < 0:

@@ -27,7 +27,8 @@ from lra_bench.attention._blocks import (
     real_keys,
 )
 from lra_bench.attention._flex import PatternMod
-from lra_bench.attention._sparse import SparsePatternAttention
+from lra_bench.attention._sparse import SparseKernel, SparsePatternAttention
+from lra_bench.checks import Count, DropRate, NonNegativeInt
 from lra_bench.errors import ConfigError
 
 
@@ -52,11 +53,11 @@ class LongformerAttention(SparsePatternAttention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        window: int = 512,
-        dilations: tuple[int, ...] = (1,),
-        num_global: int = 1,
-        attn_dropout: float = 0.1,
-        kernel: str = "auto",
+        window: NonNegativeInt = 512,
+        dilations: tuple[Count, ...] = (1,),
+        num_global: NonNegativeInt = 1,
+        attn_dropout: DropRate = 0.1,
+        kernel: SparseKernel = "auto",
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         self.dilations = tuple(int(d) for d in dilations)

@@ -19,12 +19,17 @@ Time O(B·N·d_state·(C + log N)), memory O(B·N·d_state); no N × N tensor.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
 
 from lra_bench.attention.base import ParamSettings, SSMMixer, ssm_dtype
+from lra_bench.checks import Count, LearningRate, Range
 from lra_bench.errors import ConfigError
+
+Modulus = Annotated[float, Range(0.0, 1.0, why="|lambda| <= 1 keeps the recurrence stable")]
+Phase = Annotated[float, Range(0.0, 2 * math.pi, lo_open=True)]
 
 
 class LRU(SSMMixer):
@@ -36,7 +41,8 @@ class LRU(SSMMixer):
         r_min, r_max: |λ| initialised uniformly on the ring between them (area-uniform, as the paper).
         max_phase: arg λ initialised uniformly in [0, max_phase].
         bidirectional: a second recurrence over the reversed sequence (LRA is not causal); false = causal.
-        ssm_lr: ``nu_log`` and ``theta_log`` train with learning rate min(ssm_lr, trainer.lr) and no weight decay.
+        ssm_lr: ``nu_log``, ``theta_log`` and ``gamma_log`` (the recurrence's parameters) train with learning rate
+            min(ssm_lr, trainer.lr) and no weight decay.
     """
 
     name = "lru"
@@ -47,12 +53,12 @@ class LRU(SSMMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        d_state: int = 64,
-        r_min: float = 0.9,
-        r_max: float = 0.999,
-        max_phase: float = math.pi / 10,
+        d_state: Count = 64,
+        r_min: Modulus = 0.9,
+        r_max: Modulus = 0.999,
+        max_phase: Phase = math.pi / 10,
         bidirectional: bool = True,
-        ssm_lr: float = 0.001,
+        ssm_lr: LearningRate = 0.001,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if d_state <= 0:
@@ -79,7 +85,7 @@ class LRU(SSMMixer):
 
     def param_settings(self) -> dict[str, ParamSettings]:
         ssm = ParamSettings(lr_max=self.ssm_lr, weight_decay=0.0)
-        return {"nu_log": ssm, "theta_log": ssm}
+        return {"nu_log": ssm, "theta_log": ssm, "gamma_log": ssm}
 
     def system(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
         """(log λ (d, S), γ·B (d, S, C), C (d, C, S)), complex in ``dtype``'s precision."""

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
+from lra_bench.checks import Count
 from lra_bench.errors import ConfigError
 
 
@@ -32,7 +33,7 @@ class MLPMixerTokenMixing(TokenMixer):
 
     name = "mlp_mixer"
 
-    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, hidden: int = 256) -> None:
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, hidden: Count = 256) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if hidden <= 0:
             raise ConfigError(f"attention=mlp_mixer: hidden must be positive, got {hidden}")

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, key_padding_bias
+from lra_bench.checks import Count, NonNegativeInt
 from lra_bench.errors import ConfigError
 
 
@@ -64,9 +65,9 @@ class NystromformerAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        num_landmarks: int = 64,
-        pinv_iterations: int = 6,
-        conv_kernel: int = 33,
+        num_landmarks: Count = 64,
+        pinv_iterations: NonNegativeInt = 6,
+        conv_kernel: NonNegativeInt = 33,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if num_landmarks <= 0 or pinv_iterations < 0 or conv_kernel < 0:

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lra_bench.attention.base import Attention
-from lra_bench.checks import check_choice
+from lra_bench.checks import Count, NonNegativeInt, check_choice
 from lra_bench.errors import ConfigError
 
 
@@ -108,9 +108,9 @@ class PerformerAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        nb_features: int = 256,
+        nb_features: Count = 256,
         kernel: Kernel = "softmax",
-        redraw_interval: int = 1000,
+        redraw_interval: NonNegativeInt = 1000,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if nb_features <= 0 or redraw_interval < 0:

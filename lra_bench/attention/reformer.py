@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from lra_bench.attention._blocks import combine_by_lse, pad_dim, real_keys
 from lra_bench.attention.base import TokenMixer
+from lra_bench.checks import Count, DropRate, Seed
 from lra_bench.errors import ConfigError
 
 MAX_DEFAULT_BUCKETS = 64
@@ -52,11 +53,11 @@ class ReformerAttention(TokenMixer):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        n_hashes: int = 2,
-        chunk_len: int = 10,
-        n_buckets: int | None = None,
-        seed: int = 0,
-        attn_dropout: float = 0.1,
+        n_hashes: Count = 2,
+        chunk_len: Count = 10,
+        n_buckets: Count | None = None,
+        seed: Seed = 0,
+        attn_dropout: DropRate = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if n_buckets is None:  # paper: 2l/m buckets; capped so hashing stays O(N·64) memory

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention
+from lra_bench.checks import Count, NonNegativeInt, PositiveFloat
 from lra_bench.errors import ConfigError
 
 
@@ -46,11 +47,11 @@ class RFAAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        num_features: int = 128,
-        sigma: float = 1.0,
+        num_features: Count = 128,
+        sigma: PositiveFloat = 1.0,
         learn_sigma: bool = True,
-        redraw_interval: int = 1000,
-        eps: float = 1e-4,
+        redraw_interval: NonNegativeInt = 1000,
+        eps: PositiveFloat = 1e-4,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if num_features <= 0 or sigma <= 0 or redraw_interval < 0:

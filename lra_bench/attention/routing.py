@@ -12,6 +12,7 @@ updates. Time O(B·H·(N·K + K·w²)·D), memory O(B·H·(N·K + K·w²)) = O(B
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -19,8 +20,10 @@ from torch import Tensor, nn
 
 from lra_bench.attention._blocks import masked_attention, real_keys
 from lra_bench.attention.base import Attention
+from lra_bench.checks import Count, DropRate, Range
 from lra_bench.errors import ConfigError
 
+Decay = Annotated[float, Range(0.0, 1.0, hi_open=True, why="an EMA decay of 1 never moves the centroids")]
 PADDED_SIM = -2.0  # cosine similarities are >= -1: padded tokens rank after every real token
 
 
@@ -43,9 +46,9 @@ class RoutingAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        num_clusters: int | None = None,
-        ema_decay: float = 0.999,
-        attn_dropout: float = 0.1,
+        num_clusters: Count | None = None,
+        ema_decay: Decay = 0.999,
+        attn_dropout: DropRate = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         self.num_clusters = num_clusters if num_clusters is not None else math.ceil(math.sqrt(seq_len))

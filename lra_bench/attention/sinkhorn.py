@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from lra_bench.attention._blocks import all_valid, attention_over_key_sets, pad_dim, real_keys
 from lra_bench.attention.base import Attention
+from lra_bench.checks import Count, DropRate, PositiveFloat
 from lra_bench.errors import ConfigError
 
 BLOCKED = -1e9  # logit of a (real, padded) block pair: exp() underflows to exactly 0
@@ -55,10 +56,10 @@ class SinkhornAttention(Attention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        block_size: int = 50,
-        iterations: int = 5,
-        temperature: float = 0.75,
-        attn_dropout: float = 0.1,
+        block_size: Count = 50,
+        iterations: Count = 5,
+        temperature: PositiveFloat = 0.75,
+        attn_dropout: DropRate = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if block_size <= 0 or iterations <= 0 or temperature <= 0:

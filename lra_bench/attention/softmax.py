@@ -13,6 +13,7 @@ import math
 from torch import Tensor, nn
 
 from lra_bench.attention.base import Attention, key_padding_bias
+from lra_bench.checks import DropRate
 
 
 class SoftmaxAttention(Attention):
@@ -25,7 +26,7 @@ class SoftmaxAttention(Attention):
 
     name = "softmax"
 
-    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: float = 0.1) -> None:
+    def __init__(self, dim: int, num_heads: int, seq_len: int, dropout: float, attn_dropout: DropRate = 0.1) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         self.attn_drop = nn.Dropout(attn_dropout)
 

@@ -25,7 +25,8 @@ from torch import Tensor
 
 from lra_bench.attention._blocks import combine_by_lse, masked_attention, pad_dim, real_keys
 from lra_bench.attention._flex import PatternMod, flex_pattern_attention
-from lra_bench.attention._sparse import SparsePatternAttention
+from lra_bench.attention._sparse import SparseKernel, SparsePatternAttention
+from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
 
 
@@ -49,10 +50,10 @@ class StridedAttention(SparsePatternAttention):
         num_heads: int,
         seq_len: int,
         dropout: float,
-        stride: int | None = None,
+        stride: Count | None = None,
         merged: bool = False,
-        attn_dropout: float = 0.1,
-        kernel: str = "auto",
+        attn_dropout: DropRate = 0.1,
+        kernel: SparseKernel = "auto",
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout, attn_dropout, kernel)
         self.stride = stride if stride is not None else math.ceil(math.sqrt(seq_len))

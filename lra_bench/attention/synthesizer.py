@@ -24,7 +24,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer, key_padding_bias
-from lra_bench.checks import check_choice
+from lra_bench.checks import Count, DropRate, check_choice
 from lra_bench.errors import ConfigError
 
 Mode = Literal["dense", "random", "factorized_random"]
@@ -51,10 +51,10 @@ class SynthesizerAttention(TokenMixer):
         seq_len: int,
         dropout: float,
         mode: Mode = "random",
-        k: int = 32,
+        k: Count = 32,
         trainable_random: bool = True,
         ignore_dot_product: bool = False,
-        attn_dropout: float = 0.1,
+        attn_dropout: DropRate = 0.1,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         check_choice("attention=synthesizer", "mode", mode, Mode)

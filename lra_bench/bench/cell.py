@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
-from lra_bench.build.attention import build_attention_factory
-from lra_bench.build.config import container, section_dataclass
-from lra_bench.build.plan import build_model, build_task
+from lra_bench.config.attention import build_attention_factory
+from lra_bench.config.plan import build_model, build_task
+from lra_bench.config.sections import container, section_dataclass
 from lra_bench.infra.machine import CoreUse
 from lra_bench.infra.memory import is_oom, peak_memory_of, release_freed_memory, reuse_freed_memory
 from lra_bench.infra.timing import summarize, timed_runs

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import resource
+import signal
 import subprocess
 import sys
 from typing import Any
+
+from lra_bench.infra.children import job_preexec
 
 
 def _limit_address_space(limit: int) -> None:
@@ -21,10 +24,16 @@ def run_isolated(module: str, payload: dict[str, Any], timeout: float,
     so one bad cell never stops a benchmark. ``memory_limit_bytes`` caps the child's address space
     (Linux RLIMIT_AS): a CPU stand-in for a device with that much memory.
     """
-    limit = None if memory_limit_bytes is None else (lambda: _limit_address_space(memory_limit_bytes))
+    dies = job_preexec(signal.SIGKILL)  # the cell ends with this process (infra/children.py)
+
+    def prepare() -> None:
+        dies()
+        if memory_limit_bytes is not None:
+            _limit_address_space(memory_limit_bytes)
+
     try:
         proc = subprocess.run([sys.executable, "-m", module], input=json.dumps(payload), capture_output=True,
-                              text=True, timeout=timeout, preexec_fn=limit)
+                              text=True, timeout=timeout, preexec_fn=prepare)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "message": f"exceeded {timeout:.0f}s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]

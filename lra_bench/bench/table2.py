@@ -16,7 +16,7 @@ import torch
 
 from lra_bench.bench.interleaved import Job, run_interleaved
 from lra_bench.bench.isolated import run_isolated
-from lra_bench.build.bench import BenchPlan, bench_plan
+from lra_bench.config.bench import BenchPlan, bench_plan
 from lra_bench.infra.memory import memory_kind
 from lra_bench.store.files import stable_hash, write_json_atomic
 from lra_bench.store.records import checksum, git_commit, read_record

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from lra_bench.store.files import disk_full_error, file_sha256, stable_hash, write_json_atomic
+from lra_bench.store.files import file_sha256, stable_hash, write_error, write_json_atomic
 
 log = logging.getLogger(__name__)
 META = "meta.json"
@@ -103,8 +103,8 @@ def _write_entry(entry: Path, key: dict[str, Any], build: Callable[[], Any]) -> 
                 shutil.rmtree(entry, ignore_errors=True)
                 os.replace(tmp, entry)
     except Exception as e:
-        if (full := disk_full_error(entry.parent, "the data cache", e)) is not None:
-            raise full from e
+        if (failed := write_error(entry, "the data cache", e)) is not None:
+            raise failed from e
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -24,7 +24,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from lra_bench.checks import positive
+from lra_bench.checks import Count, check_fields
 from lra_bench.data.cache import CachedSplits
 from lra_bench.errors import ConfigError
 from lra_bench.store.files import stable_hash
@@ -47,8 +47,8 @@ class Task:
     name: str
     source: str
     data_dir: str | None
-    max_len: int
-    synthetic_sizes: list[int]
+    max_len: Count
+    synthetic_sizes: list[Count]
 
     vocab_size: ClassVar[int]
     num_classes: ClassVar[int]
@@ -57,7 +57,7 @@ class Task:
     sources: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
-        positive("task", max_len=self.max_len)
+        check_fields(self, "task")  # types, finiteness, the declared ranges
         valid = (*self.sources, "synthetic")
         if self.source not in valid:
             raise ConfigError(f"task.source={self.source!r} is not valid for {self.name}; choose one of {valid}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lra_bench.checks import check_literals
+from lra_bench.checks import check_fields
 
 
 @dataclass
@@ -30,7 +30,7 @@ class LoggerSettings:
     tags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        check_literals(self, "logger")
+        check_fields(self, "logger")
 
 
 class NullLogger:

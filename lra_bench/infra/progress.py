@@ -26,7 +26,7 @@ SWEEP_JOB_ENV = "LRA_BENCH_JOB_CHILD"  # set by run.py in the process of every m
 PROGRESS_ENV = "LRA_PROGRESS"
 ON, OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 FALLBACK_SIZE = (100, 24)  # columns, rows
-TRAIN_FORMAT = "{desc} {percentage:3.0f}%|{bar}| step {n_fmt}/{total_fmt} | {rate_fmt} | ETA {remaining}{postfix}"
+TRAIN_FORMAT = "{desc} {percentage:3.0f}%|{bar}| step {n_fmt}/{total_fmt} | {rate_noinv_fmt} | ETA {remaining}{postfix}"
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -35,19 +35,41 @@ LOG_EVERY_S = 60.0  # progress lines in logs (no bar) at most this often
 _stop_checks: list[Callable[[], None]] = []  # called by every ``tracked`` loop between items (see ``stop_checked``)
 
 
+def duration(seconds: float) -> str:
+    """A duration for a sentence: ``clock`` up to two days, then hours and days (``1,234 h (51 days)``)."""
+    if seconds < 48 * 3600:
+        return clock(seconds)
+    return f"{seconds / 3600:,.0f} h ({seconds / 86400:,.0f} days)"
+
+
 def clock(seconds: float) -> str:
     """``h:mm:ss`` (or ``m:ss`` under an hour)."""
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def training_advice(remaining_steps: int, steps_per_s: float) -> str | None:
-    """What to do when the rest of a run will take longer than ``LONG_S`` at this speed; None otherwise."""
+#: the profiles from the smallest run to the largest (configs/profile); a profile of your own counts as the largest
+PROFILE_SIZES = {"smoke": 0, "quick": 1, "cpu": 2, "small": 3, "paper": 4, "s4": 4}
+#: what to suggest for a shorter run, largest first: profiles sized for a CPU (configs/profile/*.yaml say how long)
+SHORTER_PROFILES = ("cpu", "quick", "smoke")
+
+
+def smaller_profile(current: str | None) -> str | None:
+    """The largest of ``SHORTER_PROFILES`` smaller than ``current`` (never ``current`` itself), or None."""
+    size = PROFILE_SIZES.get(str(current), max(PROFILE_SIZES.values()) + 1)
+    return next((p for p in SHORTER_PROFILES if PROFILE_SIZES[p] < size), None)
+
+
+def training_advice(remaining_steps: int, steps_per_s: float, profile: str | None = None) -> str | None:
+    """What to do when the rest of a run will take longer than ``LONG_S`` at this speed; None otherwise. The
+    profile it names is smaller than ``profile`` (the run's own), never that one."""
     if steps_per_s <= 0 or remaining_steps / steps_per_s <= LONG_S:
         return None
     in_budget = max(1, int(steps_per_s * LONG_S))
+    smaller = smaller_profile(profile)
+    instead = f"profile={smaller} or " if smaller else ""
     return (f"training needs about {clock(remaining_steps / steps_per_s)} more at {steps_per_s:.2f} steps/s; "
-            f"for a shorter run use profile=quick (about a minute of training) or trainer.max_steps={in_budget} "
+            f"for a shorter run use {instead}trainer.max_steps={in_budget} "
             "(about 15 minutes at this speed); a GPU (trainer.device=cuda) is usually much faster")
 
 

@@ -21,7 +21,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from lra_bench.attention.base import TokenMixer
-from lra_bench.checks import fraction
+from lra_bench.checks import Count, DropRate, fraction
 from lra_bench.errors import ConfigError
 
 
@@ -108,11 +108,11 @@ class Encoder(nn.Module):
         vocab_size: int,
         max_len: int,
         pad_id: int | None,
-        dim: int,
-        depth: int,
-        num_heads: int,
-        mlp_dim: int,
-        dropout: float,
+        dim: Count,
+        depth: Count,
+        num_heads: Count,
+        mlp_dim: Count,
+        dropout: DropRate,
         positions: Literal["sinusoidal", "learned"],
         pool: Literal["cls", "mean"],
     ) -> None:

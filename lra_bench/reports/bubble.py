@@ -9,8 +9,14 @@ y = LRA score, circle AREA ∝ a size (peak memory at that length, parameters, o
   the profile) or ``popularity`` (a CSV ``attention,value,source`` you supply; none is shipped).
 * ``overlay_paper``: the paper's own points as hollow circles (x = 4K steps/s x 32 or its ratio to the
   Transformer, y = its Table 1 average, area ∝ its 4K memory on a scale of its own), and the later work of
-  ``paper.LATER_WORK`` (S4D, S5, LRU, ...) as dotted horizontal lines at their five-task mean (gid ``"later"``):
-  published accuracy without a speed measured like Table 2.
+  ``paper.LATER_WORK`` (S4D, S5, LRU, ...) at their five-task mean: published accuracy without a speed measured like
+  Table 2.
+
+The y axis is fitted to the plotted points and their intervals; reference levels (the majority-class rate, the later
+work) are dotted lines (gid ``"chance"`` / ``"later"``) where they fall inside it and are named in a note at the edge
+where they fall outside (gid ``"above"`` / ``"below"``): an annotation, never a limit. Colours: one per mixer, the
+same in every figure (:data:`lra_bench.reports.figures.PALETTE`); labels placed without overlap and with leaders
+that never cross (:func:`lra_bench.reports.labels.place`).
 
 :func:`bubble_chart` returns the Figure; the plotted numbers are in ``fig.bubble_data`` (one row per circle:
 source, attention, x, y, size_value, area) and the left-out attentions with reasons in ``fig.bubble_omitted``.
@@ -20,28 +26,34 @@ The "ours" and "paper" circles are the PathCollections whose gid is ``"ours"`` /
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
 
 from lra_bench.reports import paper
+from lra_bench.reports.detectable import caption_line
 from lra_bench.reports.efficiency import with_ratios
-from lra_bench.reports.figures import save_png_svg
+from lra_bench.reports.figures import fitted_limits, mixer_color, save_png_svg
+from lra_bench.reports.labels import PAD_PX, Label, place, stack, text_size
 from lra_bench.reports.noise import MARK, NOISY_IQR, busy
 from lra_bench.reports.sweep_speed import LEFT_OUT
 from lra_bench.reports.sweep_speed import SOURCE as FROM_RECORDS
-from lra_bench.reports.table1 import SCORE_COLUMNS, TASK_LABELS, attention_color, attention_order, lra_scores
+from lra_bench.reports.table1 import SCORE_COLUMNS, TASK_LABELS, attention_order, lra_scores
 
 SIZES = ("memory", "params", "popularity")
 XS = ("examples_per_s", "speed_vs_softmax")
 MAX_AREA = 2400.0  # points^2 of the largest circle
 SETTING = ["device", "profile", "batch"]
-POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "tied", "seeds",
+POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "best", "p_rank1",
+                 "collapsed", "seeds",
                  "seeds_max", "repeats", "noisy"]
-FADED = 0.18  # alpha of the circles significantly below the best (when ties were tested)
+CAPTION_WIDTH = 185  # characters of a caption line at 7.5 pt across the 12-inch figure
+FADED = 0.18  # alpha of the circles outside the confidence set for the best (when it was computed)
 
 
 def read_popularity(path: Path | str | None) -> pd.Series:
@@ -76,7 +88,8 @@ def read_popularity(path: Path | str | None) -> pd.Series:
 
 def _scores(scores, profile: str | None) -> pd.DataFrame:
     """Normalise ``scores`` (a Table 1 frame, a frame with attention+score, a Series or a dict) to SCORE_COLUMNS
-    (attention, profile, score, n_tasks, params, score_lo, score_hi, tied, seeds; NaN / False where not given)."""
+    (attention, profile, score, n_tasks, params, score_lo, score_hi, best, p_rank1, seeds, collapsed; NaN / False
+    where not given), with the scores' ``attrs`` (tasks covered, left out, detectable gaps) when they have them."""
     if isinstance(scores, dict):
         scores = pd.Series(scores, dtype=float)
     if isinstance(scores, pd.Series):
@@ -92,12 +105,15 @@ def _scores(scores, profile: str | None) -> pd.DataFrame:
         return lra_scores(scores, profile)
     out = scores.copy()
     for col, default in (("n_tasks", 5), ("params", np.nan), ("profile", profile), ("score_lo", np.nan),
-                         ("score_hi", np.nan), ("tied", False), ("seeds", np.nan)):
+                         ("score_hi", np.nan), ("best", False), ("p_rank1", np.nan), ("seeds", np.nan),
+                         ("collapsed", 0)):
         if col not in out.columns:
             out[col] = default
     if "seeds_max" not in out.columns:  # one number of seeds per point (one task's score)
         out["seeds_max"] = out["seeds"]
-    return out[SCORE_COLUMNS]
+    kept = out[SCORE_COLUMNS].copy()
+    kept.attrs = dict(scores.attrs)
+    return kept
 
 
 def pick_setting(cells: pd.DataFrame, profile: str | None) -> dict | None:
@@ -142,41 +158,12 @@ def _reference_values(vmax: float, size: str) -> list[float]:
     return sorted({_nice(vmax / k / div) * div for k in (1, 4, 16)}, reverse=True)
 
 
-def _place_labels(ax, items: list[dict]) -> None:
-    """Annotate each circle right of its edge, nudging labels up/down in steps until no two overlap."""
-    fig = ax.figure
-    to_px = ax.transData.transform
-    pt = fig.dpi / 72.0
-    placed: list[tuple[float, float, float, float]] = []
-    for it in items:  # the circles themselves are obstacles too
-        cx, cy = to_px((it["x"], it["y"]))
-        r = math.sqrt(it["area"]) / 2 * pt
-        placed.append((cx - r, cy - r, cx + r, cy + r))
-
-    def overlaps(box):
-        return any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed)
-
-    for it in sorted(items, key=lambda d: (-d["y"], d["x"])):
-        x0, y0 = to_px((it["x"], it["y"]))
-        dx = math.sqrt(it["area"]) / 2 + 3
-        w, h = 0.62 * it["fontsize"] * len(it["text"]) * pt, 1.25 * it["fontsize"] * pt
-        for dy in [0, *[s * k * it["fontsize"] * 1.2 for k in range(1, 12) for s in (-1, 1)]]:
-            left, bottom = x0 + dx * pt, y0 + dy * pt - h / 2
-            box = (left, bottom, left + w, bottom + h)
-            if not overlaps(box):
-                break
-        placed.append(box)
-        ax.annotate(it["text"], (it["x"], it["y"]), xytext=(dx, dy), textcoords="offset points", va="center",
-                    fontsize=it["fontsize"], color=it.get("color", "black"), style=it.get("style", "normal"),
-                    zorder=5, arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.5} if dy else None,
-                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.6, "edgecolor": "none"})
-
-
 def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", popularity_csv=None,
                 x: str = "examples_per_s", profile: str | None = None) -> tuple[pd.DataFrame, dict, dict]:
     """The points of the chart (POINT_COLUMNS: x with the interquartile range x_lo..x_hi of the benchmark cell's
-    timed steps, y with its 95 % interval y_lo..y_hi, tied with the best, seeds, the cell's repeats), the omitted
-    attentions with reasons, and the setting used (profile, device, batch, n, task, ties_tested)."""
+    timed steps, y with its 95 % interval y_lo..y_hi, in the confidence set for the best and P(rank 1), collapsed
+    runs, seeds, the cell's repeats), the omitted attentions with reasons, and the setting used (profile, device,
+    batch, n, task, best_tested, and the scores' tasks / left_out / detectable / reference)."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     if x not in XS:
@@ -249,12 +236,15 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         first = s.iloc[0]
         rows.append({"attention": att, "x": xv, "y": float(first["score"]), "n_tasks": int(first["n_tasks"]),
                      "size_value": sv, "x_lo": x_lo, "x_hi": x_hi, "y_lo": float(first["score_lo"]),
-                     "y_hi": float(first["score_hi"]), "tied": bool(first["tied"]), "seeds": float(first["seeds"]),
+                     "y_hi": float(first["score_hi"]), "best": bool(first["best"]),
+                     "p_rank1": float(first["p_rank1"]), "collapsed": int(first["collapsed"]),
+                     "seeds": float(first["seeds"]),
                      "seeds_max": float(first["seeds_max"]),
                      "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce")), "noisy": noisy})
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
-    meta["ties_tested"] = bool(sc["tied"].astype(bool).any())
+    meta["best_tested"] = bool(sc["best"].astype(bool).any())
+    meta.update({k: sc.attrs[k] for k in ("tasks", "left_out", "detectable", "reference") if k in sc.attrs})
     return pd.DataFrame(rows, columns=POINT_COLUMNS), omitted, meta
 
 
@@ -268,9 +258,11 @@ def machine_text(cells: pd.DataFrame) -> str:
             f"thread{'s' if threads != 1 else ''}")
 
 
-def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | None = None) -> float | None:
+def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | None = None,
+                  tasks: list[str] | None = None) -> float | None:
     """The chance line of the chart's score, in %: the test sets' majority-class rate of ``score_task``, or its mean
-    over the tasks with records (what always guessing the commonest class would score on the LRA average)."""
+    over ``tasks`` (default: every task with records; pass the tasks the LRA score covers) -- what always guessing
+    the commonest class would score on that average."""
     from lra_bench.reports.table1 import scored_runs
 
     kept = scored_runs(runs, profile)
@@ -279,6 +271,8 @@ def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | Non
     per_task = kept.groupby("task")["test_majority_rate"].mean().dropna()
     if score_task is not None:
         per_task = per_task[per_task.index == score_task]
+    elif tasks is not None:
+        per_task = per_task[per_task.index.isin(tasks)]
     return float(100 * per_task.mean()) if len(per_task) else None
 
 
@@ -306,23 +300,102 @@ def later_work_levels(score_task: str | None = None) -> list[tuple[str, float]]:
             for name, row in paper.LATER_WORK.items() if score_task is None or score_task in tasks]
 
 
-def _draw_later_work(ax, score_task: str | None) -> None:
-    """Later work as dotted horizontal lines (gid "later"): published accuracy, but no speed measured like Table 2."""
-    for name, y in later_work_levels(score_task):
-        line = ax.axhline(y, color="teal", linestyle=":", linewidth=1.2, zorder=1)
-        line.set_gid("later")
-        ax.annotate(f"{name} {y:.1f} (later work)", xy=(0.005, y), xycoords=("axes fraction", "data"),
-                    fontsize=7.5, color="teal", va="bottom")
+REF_FONT = 7.5  # the names of the reference levels
+NOTE_BOX = {"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "edgecolor": "none"}
 
 
-def _title(meta: dict, device: str | None, score_task: str | None = None) -> str:
+def _draw_references(ax, values, references: list[dict], margin: float) -> list:
+    """Fit the y axis to ``values`` (the plotted points and intervals) with ``margin`` pixels beyond them, then draw
+    the reference levels (dicts: y, name, kind, color, ls, gid): a horizontal line where the level falls inside the
+    axis, "name (kind)" at its left edge (stacked so that no two names overlap); the levels outside it named in one
+    note per edge ("↑ above the axis: kind name, name, ..." gid "above"; "↓ below the axis: name (kind)" gid
+    "below"), for which the axis keeps room.
+    Call it once the layout is final; returns the boxes (display pixels) of every name and note drawn."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    frame = ax.get_window_extent()
+    pt = ax.figure.dpi / 72.0
+    note_h = text_size(ax, "↑", REF_FONT)[1] + 2 * PAD_PX
+
+    def limits(top: float, bottom: float) -> tuple[float, float]:  # data per pixel such that the margins hold
+        lo, hi = float(v.min()), float(v.max())
+        span = max(hi - lo, 1.0)
+        per_px = span / (frame.height - top - bottom)
+        return lo - bottom * per_px, lo + span + top * per_px
+
+    lo, hi = limits(margin, margin)
+    above, below = any(r["y"] > hi for r in references), any(r["y"] < lo for r in references)
+    lo, hi = limits(margin + note_h * above, margin + note_h * below)
+    ax.set_ylim(lo, hi)
+    outside = {"above": [r for r in references if r["y"] > hi], "below": [r for r in references if r["y"] < lo]}
+    boxes, room = [], [frame.y0 + PAD_PX, frame.y1 - PAD_PX]
+    for where, rows in outside.items():
+        if not rows:
+            continue
+        top = where == "above"
+        color = rows[0]["color"] if len({r["color"] for r in rows}) == 1 else "dimgray"
+        rows = sorted(rows, key=lambda r: -r["y"])
+        groups = {kind: [r["name"] for r in rows if r["kind"] == kind] for kind in dict.fromkeys(r["kind"]
+                                                                                               for r in rows)}
+        said = "; ".join(f"{names[0]} ({kind})" if len(names) == 1 else f"{kind} {', '.join(names)}"
+                         for kind, names in groups.items())
+        note = ax.text(0.005, 0.995 if top else 0.005, f"{'↑' if top else '↓'} {where} the axis: {said}",
+                       transform=ax.transAxes, fontsize=REF_FONT, color=color, ha="left", va="top" if top else "bottom",
+                       gid=where, zorder=6, bbox=NOTE_BOX)
+        ext = note.get_window_extent()
+        boxes.append((ext.x0 - 2 * pt, ext.y0 - 2 * pt, ext.x1 + 2 * pt, ext.y1 + 2 * pt))
+        room[1 if top else 0] = boxes[-1][1] - PAD_PX if top else boxes[-1][3] + PAD_PX
+    inside = [r for r in references if lo <= r["y"] <= hi]
+    for r in inside:
+        ax.axhline(r["y"], color=r["color"], linestyle=r["ls"], linewidth=1.1, zorder=1, gid=r["gid"])
+    if inside:
+        texts = [f"{r['name']} ({r['kind']})" for r in inside]
+        sizes = [text_size(ax, t, REF_FONT) for t in texts]
+        lines = [float(ax.transData.transform((0, r["y"]))[1]) for r in inside]
+        centres = stack([y + h / 2 + 1 for y, (_, h) in zip(lines, sizes, strict=True)],  # just above its line
+                        [h for _, h in sizes], room[0], room[1], gap=PAD_PX)
+        x0 = frame.x0 + 0.005 * frame.width
+        for r, text, (w, h), y in zip(inside, texts, sizes, centres, strict=True):
+            ax.text(0.005, (y - frame.y0) / frame.height, text, transform=ax.transAxes, fontsize=REF_FONT,
+                    color=r["color"], ha="left", va="center", zorder=6, bbox=NOTE_BOX)
+            boxes.append((x0, y - h / 2, x0 + w, y + h / 2))
+    return boxes
+
+
+def _error_bar_boxes(ax, data: pd.DataFrame) -> list:
+    """The error bars as thin boxes (display pixels): what a point's label should not cover."""
+    half = 3 * ax.figure.dpi / 72.0
+    to_px = ax.transData.transform
+    boxes = []
+    for r in data.itertuples():
+        if math.isfinite(r.y_lo) and math.isfinite(r.y_hi):
+            (x, lo), (_, hi) = to_px((r.x, r.y_lo)), to_px((r.x, r.y_hi))
+            boxes.append((x - half, lo, x + half, hi))
+        if math.isfinite(r.x_lo) and math.isfinite(r.x_hi):
+            (lo, y), (hi, _) = to_px((r.x_lo, r.y)), to_px((r.x_hi, r.y))
+            boxes.append((lo, y - half, hi, y + half))
+    return boxes
+
+
+def _seeds_text(data: pd.DataFrame, per: str) -> str:
+    """"3 seeds per task" / "1 to 3 seeds per task" from the points' seed counts ('' when unknown)."""
+    fewest = data["seeds"].dropna()
+    most = data.get("seeds_max", data["seeds"]).dropna()
+    if fewest.empty:
+        return ""
+    lo, hi = int(fewest.min()), int(max(most.max(), fewest.max()))
+    return (f"{lo} seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo} to {hi} seeds") + f" per {per}"
+
+
+def _title(meta: dict, device: str | None, score_task: str | None = None, data: pd.DataFrame | None = None) -> str:
     device = device or str(meta.get("device", ""))
     scale = "CPU-scale" if "cpu" in device.lower() else "GPU-scale" if device else ""
     where = f"{scale} runs on {device}" if device else "this harness's runs"  # the layout of LRA's figure, not
     # a reproduction of its numbers (the README says so too)
     prof = f", profile {meta['scores_profile']}" if meta.get("scores_profile") else ""
     what = f" with {TASK_LABELS[score_task]} accuracy" if score_task else ""
-    return f"LRA Figure 3 layout{what}, {where}{prof}"
+    seeds = _seeds_text(data, "point" if score_task else "task") if data is not None else ""
+    return f"LRA Figure 3 layout{what}, {where}{prof}" + (f", {seeds}" if seeds else "")
 
 
 def _error_bars(ax, data: pd.DataFrame) -> None:
@@ -338,20 +411,21 @@ def _error_bars(ax, data: pd.DataFrame) -> None:
 
 
 def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
-    """Three lines: what the vertical bars are and how many seeds are behind them, the horizontal bars, and what the
-    emphasis means."""
+    """The caption's lines: what the vertical bars are and how many seeds are behind them, the horizontal bars,
+    what the emphasis means, the detectable gap, the tasks left out of the score and the collapsed runs."""
     what = f"{TASK_LABELS[score_task]} accuracy" if score_task else "LRA score"
     fewest, most = data["seeds"].dropna(), data.get("seeds_max", data["seeds"]).dropna()  # over tasks and points
     per = "" if score_task else " per task"
     wilson = "Wilson" + ("" if score_task else " per task, combined over the tasks")
+    both = "over seeds and test examples"
     if fewest.empty:
         how = "seeds unknown"
     elif (lo := int(fewest.min())) == (hi := int(max(most.max(), fewest.max()))) == 1:
         how = f"1 seed{per}: test sampling only ({wilson})"
     elif lo > 1:
-        how = (f"{lo} seeds{per}" if lo == hi else f"{lo} to {hi} seeds{per}") + ": Student t over seeds"
+        how = (f"{lo} seeds{per}" if lo == hi else f"{lo} to {hi} seeds{per}") + f": {both}"
     else:
-        how = f"1 to {hi} seeds{per}: Student t over seeds; where 1 seed, test sampling only ({wilson})"
+        how = f"1 to {hi} seeds{per}: {both}; where 1 seed, test sampling only ({wilson})"
     repeats = sorted({int(r) for r in data["repeats"].dropna()})
     reps = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]} to {repeats[-1]}" if repeats else "?"
     if meta.get("speed_source") == FROM_RECORDS:
@@ -366,13 +440,26 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
         lines.append(f"{MARK} noisy timing (interquartile range > {NOISY_IQR:.0%} of the median): its speed is "
                      "unreliable; " + ("rerun it on an idle machine" if meta.get("speed_source") != FROM_RECORDS
                                        else "time it with scripts/benchmark.py"))
-    if meta.get("ties_tested"):
-        lines.append(f"Bold circles: statistically tied with the best {what} (paired test over seeds and examples, "
-                     "or Welch over seeds; Holm-corrected); faded: significantly below it.")
+    if meta.get("best_tested"):
+        lines.append(f"Bold circles: in the 95 % confidence set for the best {what} (no other variant shown better "
+                     "by one-sided paired tests, Hsu's comparisons with the best), i.e. they cannot be told apart from "
+                     "the best at this power; faded: shown below another variant.")
     else:
-        lines.append(f"Ties with the best {what} not tested: a test needs 2 or more seeds per cell, so no circle is "
-                     "emphasised.")
-    return "\n".join(lines)
+        lines.append(f"No confidence set for the best {what}: a test needs 2 or more seeds per cell, so no circle "
+                     "is emphasised.")
+    tasks = [score_task] if score_task else meta.get("tasks", [])
+    gaps = caption_line(meta.get("detectable", {}), meta.get("reference", "the reference"), tasks)
+    if gaps:
+        lines.append(gaps)
+    if meta.get("left_out") and not score_task:
+        names = ", ".join(TASK_LABELS[t] for t in meta["left_out"])
+        covered = ", ".join(TASK_LABELS[t] for t in meta.get("tasks", []))
+        lines.append(f"{names}: every variant at chance, so left out of the LRA score (shown in Table 1); the score "
+                     f"is the mean over {covered}.")
+    if data.get("collapsed", pd.Series(dtype=float)).fillna(0).astype(int).any():
+        lines.append("(k collapsed): k of the runs behind the score predicted one class or scored within their "
+                     "interval of the majority-class rate.")
+    return "\n".join(textwrap.fill(line, CAPTION_WIDTH, subsequent_indent="    ") for line in lines)
 
 
 def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | None = None, size: str = "memory",
@@ -395,22 +482,21 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     scale = MAX_AREA / data["size_value"].max()
     data["area"] = data["size_value"] * scale
     data["source"] = "ours"
-    names = attention_order(set(data.attention) | (set(paper.TABLE2_STEPS) if overlay_paper else set()))
-    color = {a: attention_color(a) for a in names}
-
     fig, ax = plt.subplots(figsize=(12, 7))
     partial = (data["n_tasks"] < 5) & (score_task is None)  # "[k/5] tasks present" marks: LRA averages only
-    ties = bool(meta["ties_tested"])  # tied with the best: full colour, bold edge; the rest faded
-    face = [(*color[a][:3], (0.7 if t else FADED) if ties else 0.6) for a, t in zip(data.attention, data.tied,
-                                                                                    strict=True)]
+    common = partial.all() and data["n_tasks"].nunique() == 1  # every point the same k/5: said once, on the axis
+    tested = bool(meta["best_tested"])  # in the confidence set for the best: full colour, bold edge; the rest faded
+    face = [(*to_rgb(mixer_color(a)), (0.7 if b else FADED) if tested else 0.6)
+            for a, b in zip(data.attention, data.best, strict=True)]
     ours = ax.scatter(data["x"], data["y"], s=data["area"], c=face, zorder=3,
-                      edgecolors=["black" if t or not ties else "gray" for t in data.tied],
-                      linewidths=[2.0 if t and ties else 0.8 for t in data.tied])
+                      edgecolors=["black" if b or not tested else "gray" for b in data.best],
+                      linewidths=[2.0 if b and tested else 0.8 for b in data.best])
     ours.set_gid("ours")
     _error_bars(ax, data)
-    labels = [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 9,
-               "text": (f"{MARK} " if r.noisy else "") + r.attention + (f" [{r.n_tasks}/5]" if part else "")
-               + (" (model=ssm)" if r.attention in meta["ssm_block"] else "")}
+    labels = [Label(r.x, r.y, (f"{MARK} " if r.noisy else "") + r.attention
+                    + (f" [{r.n_tasks}/5]" if part and not common else "")
+                    + (" (model=ssm)" if r.attention in meta["ssm_block"] else "")
+                    + (f" ({r.collapsed} collapsed)" if r.collapsed else ""), radius=math.sqrt(r.area) / 2)
               for r, part in zip(data.itertuples(), partial, strict=True)]
     frames = [data]
     if overlay_paper:
@@ -418,30 +504,30 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         pp["area"] = pp["size_value"] * (MAX_AREA / pp["size_value"].max())
         pp["source"] = "paper"
         theirs = ax.scatter(pp["x"], pp["y"], s=pp["area"], facecolors="none",
-                            edgecolors=[color[a] for a in pp.attention], linewidths=1.6, linestyle="--", zorder=2)
+                            edgecolors=[mixer_color(a) for a in pp.attention], linewidths=1.6, linestyle="--",
+                            zorder=2)
         theirs.set_gid("paper")
-        labels += [{"x": r.x, "y": r.y, "area": r.area, "fontsize": 8, "text": f"{r.attention} (paper)",
-                    "color": "dimgray", "style": "italic"} for r in pp.itertuples()]
+        labels += [Label(r.x, r.y, f"{r.attention} (paper)", radius=math.sqrt(r.area) / 2, fontsize=8,
+                         color="dimgray", style="italic") for r in pp.itertuples()]
         frames.append(pp)
     plotted = pd.concat(frames, ignore_index=True).reindex(
         columns=["source", "attention", "x", "y", "n_tasks", "size_value", "area", "y_lo", "y_hi", "x_lo", "x_hi",
-                 "seeds", "tied"])
+                 "seeds", "best", "p_rank1", "collapsed"])
 
     xs = plotted["x"].to_numpy(float)
     if xscale == "auto":
         xscale = "log" if xs.min() > 0 and xs.max() / xs.min() > 20 else "linear"
     ax.set_xscale(xscale)
-    ys = pd.concat([plotted["y"], plotted["y_lo"], plotted["y_hi"], pd.Series([chance], dtype=float)]).dropna()
-    ys = ys.to_numpy(float)
-    if overlay_paper:
-        ys = np.concatenate([ys, [y for _, y in later_work_levels(score_task)]])
+    # y fitted to the points and their intervals; the reference levels are annotations, never limits
+    ys = pd.concat([plotted["y"], plotted["y_lo"], plotted["y_hi"]]).to_numpy(float)
+    ax.set_ylim(*fitted_limits(ys, pad=0.12))
+    references = []
     if chance is not None and math.isfinite(chance):
-        ax.axhline(chance, ls="--", color="gray", lw=1, zorder=1, gid="chance")
-        ax.annotate(f"majority-class rate {chance:.1f} % (always guessing the commonest class)", (0.005, chance),
-                    xycoords=("axes fraction", "data"), xytext=(0, 3), textcoords="offset points", fontsize=7.5,
-                    color="dimgray", va="bottom")
-    pad = max(2.0, 0.12 * (ys.max() - ys.min()))
-    ax.set_ylim(ys.min() - pad, ys.max() + pad)
+        references.append({"y": chance, "name": f"majority-class rate {chance:.1f} %", "kind": "always guessing the "
+                           "commonest class", "color": "dimgray", "ls": "--", "gid": "chance"})
+    if overlay_paper:
+        references += [{"y": y, "name": f"{name} {y:.1f}", "kind": "later work", "color": "teal", "ls": ":",
+                        "gid": "later"} for name, y in later_work_levels(score_task)]
     if xscale == "linear":
         span = max(xs.max() - xs.min(), 0.1 * xs.max())
         ax.set_xlim(max(0.0, xs.min() - 0.15 * span), xs.max() + 0.35 * span)
@@ -456,12 +542,15 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         ax.set_xlabel(f"Speed relative to softmax at {where} (steps/s ratio)")
     if score_task is not None:
         ax.set_ylabel(f"{TASK_LABELS[score_task]} test accuracy (%)\n(this one task only, not an LRA average)")
+    elif common and meta.get("tasks"):
+        covered = ", ".join(TASK_LABELS[t] for t in meta["tasks"])
+        ax.set_ylabel(f"LRA score (%): mean test accuracy over\n{covered} ({int(data['n_tasks'].iloc[0])}/5 tasks)")
     elif partial.any():
         ax.set_ylabel("LRA score (%): mean test acc. over the 5 tasks;\n[k/5] = mean over the k tasks present only")
     else:
         ax.set_ylabel("LRA score (%): mean test accuracy over the 5 tasks")
     ax.grid(True, alpha=0.3)
-    fig.suptitle(title or _title(meta, device, score_task), fontsize=12)
+    fig.suptitle(title or _title(meta, device, score_task, data), fontsize=12)
     task = f"task {meta['task']}, " if meta.get("task") else ""
     if meta["speed_source"] == FROM_RECORDS:
         ax.set_title(f"speed and memory: the sweep's own training runs, as recorded ({task}device {meta['device']}, "
@@ -486,7 +575,6 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     size_legend = ax.legend(handles=handles, title=size_titles[size], loc="upper left", bbox_to_anchor=(1.01, 1.0),
                             labelspacing=2.4, borderpad=1.3, handletextpad=3.2, fontsize=8, title_fontsize=8)
     if overlay_paper:
-        _draw_later_work(ax, score_task)
         ax.add_artist(size_legend)
         ours_label = f"these runs ({meta['device']},\nbatch {batch}, N={n})"  # never two devices unlabelled
         kinds = [ax.scatter([], [], s=120, color="gray", alpha=0.6, edgecolors="black", label=ours_label),
@@ -494,9 +582,15 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
                             label="LRA paper (TPU, N=4K,\nbatch 32; area ∝ its\n4K memory, own scale)"),
                  Line2D([], [], color="teal", linestyle=":", label="later work (published;\nno speed comparable)")]
         ax.legend(handles=kinds, loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=8)
-    fig.tight_layout(rect=(0, 0.12 if omitted else 0.09, 1, 1))
-    _place_labels(ax, labels)
-    fig.text(0.01, 0.045 if omitted else 0.01, caption(data, meta, score_task), fontsize=7.5, va="bottom")
+    text = caption(data, meta, score_task)
+    line = 7.5 * 1.25 / 72 / fig.get_figheight()  # one caption line, as a fraction of the figure's height
+    base = 0.035 if omitted else 0.01
+    fig.tight_layout(rect=(0, base + (text.count("\n") + 1) * line + 0.015, 1, 1))
+    margin = (float(np.sqrt(plotted["area"].max())) / 2 + 6) * fig.dpi / 72  # the largest circle fits inside
+    obstacles = _draw_references(ax, ys, references, margin)
+    soft = _error_bar_boxes(ax, data)
+    place(ax, labels, hard=obstacles, soft=soft)
+    fig.text(0.01, base, text, fontsize=7.5, va="bottom")
     if omitted:
         note = "not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
         fig.text(0.01, 0.01, note, fontsize=7, color="dimgray", wrap=True)
@@ -505,5 +599,5 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     fig.bubble_meta = meta
     if path is not None:
         save_png_svg(fig, path, dpi=120)
-        plotted.to_csv(path.with_suffix(".csv"), index=False)
+        plotted.to_csv(Path(path).with_suffix(".csv"), index=False)
     return fig

@@ -1,19 +1,25 @@
 """LRA Table 2 from benchmark cells: steps/s and peak memory against length, ratios to softmax (the paper's
 baseline) and to flash (exact attention on fused kernels, the baseline a GPU user has), the length at which each
-variant overtakes flash, fitted log-log exponents, the paper's numbers beside ours, and the rank agreement with
-the paper.
+variant overtakes flash, fitted log-log exponents with their 95 % intervals (over >= 3 lengths, refused with the
+reason below that), the paper's numbers beside ours, and the rank agreement with the paper.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from scipy import stats
 
 from lra_bench.reports import paper
-from lra_bench.reports.figures import save_png_svg
+from lra_bench.reports.figures import mixer_color, save_png_svg
+from lra_bench.reports.labels import COLUMN_GAP_PT, column, column_height_pt, text_size
 from lra_bench.reports.noise import BUSY_MARK, MARK, NOISY_IQR, busy_note, noise_note, rerun_command, with_noise
 from lra_bench.reports.store import flatten, read_json_tree
 
@@ -33,13 +39,36 @@ def load_cells(bench_dir: Path) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def fit_exponent(ns: np.ndarray, values: np.ndarray) -> float:
-    """Slope b of log(value) = a + b log(n), least squares over the finite, positive points (NaN if < 2)."""
+MIN_LENGTHS = 3  # an exponent is fitted over at least this many lengths: two points always lie on a line
+
+
+@dataclass(frozen=True)
+class Exponent:
+    """The slope b of log(value) = a + b log(n) with its 95 % interval (Student t, lengths - 2 degrees of freedom),
+    or NaN with the reason it was not fitted (``why``)."""
+
+    value: float
+    lo: float
+    hi: float
+    lengths: int
+    why: str = ""
+
+    def text(self) -> str:
+        """"2.03 [1.60, 2.47]", or "- (2 lengths; needs >= 3)"."""
+        return f"{self.value:.2f} [{self.lo:.2f}, {self.hi:.2f}]" if not self.why else f"- ({self.why})"
+
+
+def fit_exponent(ns: np.ndarray, values: np.ndarray) -> Exponent:
+    """Least squares of log(value) on log(n) over the finite, positive points at distinct lengths; refused (NaN,
+    with the reason) with fewer than MIN_LENGTHS of them."""
     ns, values = np.asarray(ns, float), np.asarray(values, float)
     keep = np.isfinite(values) & (values > 0)
-    if keep.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(ns[keep]), np.log(values[keep]), 1)[0])
+    k = len(np.unique(ns[keep]))
+    if k < MIN_LENGTHS:
+        return Exponent(math.nan, math.nan, math.nan, k, f"{k} length{'s' if k != 1 else ''}; needs >= {MIN_LENGTHS}")
+    fit = stats.linregress(np.log(ns[keep]), np.log(values[keep]))
+    half = float(stats.t.ppf(0.975, int(keep.sum()) - 2) * fit.stderr)
+    return Exponent(float(fit.slope), float(fit.slope) - half, float(fit.slope) + half, k)
 
 
 BASELINES = ("softmax", "flash")  # ratio columns: the paper's baseline, and exact attention on fused kernels
@@ -88,11 +117,14 @@ def crossover(ns: np.ndarray, speed: np.ndarray, base: np.ndarray) -> tuple[floa
 
 
 def exponents(df: pd.DataFrame) -> pd.DataFrame:
+    """Per attention and setting: the time and memory exponents (``time_exponent``, ``memory_exponent``: value or
+    NaN) and the :class:`Exponent` behind each (``time_fit``, ``memory_fit``)."""
     rows = []
     for (attention, *group), g in df.groupby(["attention", *GROUP]):
-        rows.append({"attention": attention, **dict(zip(GROUP, group, strict=True)),
-                     "time_exponent": fit_exponent(g.n, g.median_s.where(g.status == "ok")),
-                     "memory_exponent": fit_exponent(g.n, g.memory_bytes)})
+        time = fit_exponent(g.n, g.median_s.where(g.status == "ok"))
+        memory = fit_exponent(g.n, g.memory_bytes)
+        rows.append({"attention": attention, **dict(zip(GROUP, group, strict=True)), "time_exponent": time.value,
+                     "memory_exponent": memory.value, "time_fit": time, "memory_fit": memory})
     return pd.DataFrame(rows)
 
 
@@ -160,8 +192,10 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
                                                else crossover(both.index.to_numpy(), both.v.to_numpy(),
                                                               both.f.to_numpy())[1])
             e = exps.loc[(attention, *keys)]
-            row["time exp."] = round(e.time_exponent, 2)
-            row["mem. exp."] = round(e.memory_exponent, 2)
+            for name, fit in (("time exp.", e.time_fit), ("mem. exp.", e.memory_fit)):
+                row[name] = round(fit.value, 2)
+                row[f"{name} 95 %"] = "" if fit.why else f"[{fit.lo:.2f}, {fit.hi:.2f}]"
+                row[f"{name} note"] = fit.why
             row["noisy timings at N"] = ", ".join(str(n) for n in a.n[a.noisy])  # IQR > NOISY_IQR x median
             steps = paper.TABLE2_STEPS.get(attention)
             base4k = paper.TABLE2_STEPS["softmax"][-1]
@@ -184,9 +218,15 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         block = "" if setting["block"] == "transformer" else f", the `model={setting['block']}` block"
         md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`{block}, batch "
                   f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
-                  f"inputs during a training step; {ratios}. Spearman rank "
-                  f"agreement of steps/s at N={longest} with the paper's 4K column: {rank_text(rho)}.\n")
-        shown = t.drop(columns=[*GROUP, "noisy timings at N"]).astype({"time exp.": object})
+                  f"inputs during a training step; {ratios}; exp. = the log-log slope against N with its 95 % "
+                  f"interval (Student t, lengths - 2 degrees of freedom), fitted only over >= {MIN_LENGTHS} "
+                  f"lengths. Spearman rank agreement of steps/s at N={longest} with the paper's 4K column: "
+                  f"{rank_text(rho)}.\n")
+        shown = t.drop(columns=[*GROUP, "noisy timings at N"])
+        for name in ("time exp.", "mem. exp."):
+            shown[name] = [f"{v:.2f} {ci}" if ci else f"- ({why})" for v, ci, why in
+                           zip(t[name], t[f"{name} 95 %"], t[f"{name} note"], strict=True)]
+            shown = shown.drop(columns=[f"{name} 95 %", f"{name} note"])
         shown.loc[t["noisy timings at N"] != "", "time exp."] = [
             f"{v} {MARK}" for v in shown.loc[t["noisy timings at N"] != "", "time exp."]]
         md.append(shown.to_markdown(index=False))
@@ -196,19 +236,36 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
     return pd.concat([b[3] for b in blocks], ignore_index=True), "\n".join(md)
 
 
+FONT = 7.0  # the names beside the panels
+PANEL_W, LEFT, GAP, TOP, BOTTOM = 5.0, 0.8, 0.95, 0.75, 1.1  # inches: panel width and the margins around them
+LOG_SPAN = 4.0  # a log y axis only when the panel's values span at least this factor
+
+
 def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
-    """Log-log time and memory against N per variant, fitted exponent in the legend, a black x where a variant
-    overtakes flash (when flash was measured); PNG (and SVG beside it)."""
+    """Time and memory against N per variant (log-2 x; log y where the values span >= LOG_SPAN), each line named
+    beside its panel with its fitted exponent and 95 % interval (or why none was fitted: fewer than MIN_LENGTHS
+    lengths), a red ring on each noisy timing, a black x where a variant overtakes flash (when flash was measured);
+    the legend below the panels; model=ssm cells are their own lines, labelled. PNG (and SVG beside it)."""
     every = df[df["mode"] == mode].copy()
     ssm = every["block"] != "transformer"  # model=ssm cells: their own lines, labelled
     every["attention"] = every["attention"].where(~ssm, every["attention"] + " (model=" + every["block"] + ")")
     sub = with_noise(every[every.status == "ok"])
     exps = exponents(sub).groupby("attention").first()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
-    cmap = plt.get_cmap("tab20")
+    groups = sorted(sub.groupby("attention"), key=lambda kv: kv[0])
+    texts = {a: (f"{a} {exps.loc[a].time_fit.text()}" + (f" {MARK}" if g.noisy.any() else ""),
+                 f"{a} {exps.loc[a].memory_fit.text()}") for a, g in groups}
+    probe = Figure().add_subplot()  # measures the names before the figure is laid out (not pyplot's: never shown)
+    label_w = max([text_size(probe, t, FONT)[0] / probe.figure.dpi for pair in texts.values() for t in pair] or [1.0])
+    col_w = COLUMN_GAP_PT / 72 + label_w + 0.1
+    panel_h = max(3.8, column_height_pt(len(groups), FONT) / 72)
+    fig = plt.figure(figsize=(LEFT + 2 * (PANEL_W + col_w) + GAP, TOP + panel_h + BOTTOM))
+    w_in, h_in = fig.get_figwidth(), fig.get_figheight()
+    axes = [fig.add_axes(((LEFT + i * (PANEL_W + col_w + GAP)) / w_in, BOTTOM / h_in, PANEL_W / w_in, panel_h / h_in))
+            for i in range(2)]
     flash = every[every.attention == "flash"].set_index("n")["steps_per_s"]
     crossings = 0
-    for i, (attention, g) in enumerate(sorted(sub.groupby("attention"), key=lambda kv: kv[0])):
+    entries: list[list[dict]] = [[], []]
+    for attention, g in groups:
         g = g.sort_values("n")
         if not flash.empty and attention != "flash":
             speed = every[every.attention == attention].set_index("n")["steps_per_s"]
@@ -220,30 +277,53 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
                 t_star = np.exp(np.interp(np.log(n_star), log_n, np.log(1 / known.values)))  # flash's time there
                 axes[0].scatter([n_star], [t_star], marker="x", s=70, color="black", zorder=6)
                 crossings += 1
-        style = dict(marker="o", color=cmap(i % 20), lw=2.5 if attention in BASELINES else 1.2)
-        flag = f" {MARK} noisy" if g.noisy.any() else ""
-        axes[0].plot(g.n, g.median_s, label=f"{attention} ({exps.loc[attention].time_exponent:.2f}{flag})", **style)
+        color = mixer_color(attention.split(" (model=")[0])  # a model=ssm line in its mixer's colour
+        style = dict(marker="o", ms=4, color=color, lw=2.5 if attention in BASELINES else 1.2)
+        axes[0].plot(g.n, g.median_s, gid=attention, **style)
         axes[0].scatter(g.n[g.noisy], g.median_s[g.noisy], s=160, facecolors="none", edgecolors="red",
                         linewidths=1.5, zorder=5)
-        axes[1].plot(g.n, g.memory_bytes / 2**20, label=f"{attention} ({exps.loc[attention].memory_exponent:.2f})",
-                     **style)
-    for ax, ylabel in zip(axes, ["median step time (s)", "peak memory growth (MiB)"], strict=True):
+        memory = g.memory_bytes / 2**20
+        axes[1].plot(g.n, memory, gid=attention, **style)
+        for i, values in enumerate((g.median_s, memory)):
+            last = values.dropna()
+            if len(last):
+                entries[i].append({"text": texts[attention][i], "color": color,
+                                   "x": float(g.n[last.index[-1]]), "y": float(last.iloc[-1])})
+    for ax, ylabel, values in zip(axes, ["median step time (s)", "peak memory growth (MiB)"],
+                                  [sub.median_s, sub.memory_bytes / 2**20], strict=True):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        v = values[np.isfinite(values) & (values > 0)]
+        if len(v) and v.max() / v.min() >= LOG_SPAN:
+            ax.set_yscale("log")
         ax.set_xlabel("sequence length N")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2, title="variant (fitted exponent)", title_fontsize=7)
+        ax.set_title(f"{ylabel.split(' (')[0]}: exponent [95 % interval] beside each line", fontsize=9)
+    for ax, names in zip(axes, entries, strict=True):
+        if names:
+            column(ax, names, FONT)
     first = sub.iloc[0] if len(sub) else None
     setting = f", {first.device}, batch {first.batch}" if first is not None else ""
-    title = f"Cost against length ({mode} mode{setting})" + (
-        "; x = where a variant overtakes flash" if crossings else "")
-    fig.suptitle(title)
+    lengths = sorted(sub.n.unique())
+    span = f", {len(lengths)} lengths N = {lengths[0]}-{lengths[-1]}" if len(lengths) > 1 else ""
+    fig.suptitle(f"Cost against length ({mode} mode{setting}{span}); exponent = log-log slope, fitted over >= "
+                 f"{MIN_LENGTHS} lengths", y=1 - 0.2 / h_in, va="top")
+    baselines = [b for b in BASELINES if b in texts]
+    kinds = [Line2D([], [], color="dimgray", lw=2.5, marker="o", ms=4, label="thick: the baseline"
+                    + "s" * (len(baselines) > 1) + " " + " and ".join(baselines))] if baselines else []
+    if crossings:
+        kinds.append(Line2D([], [], color="black", marker="x", ls="none", ms=8, label="x: where a variant overtakes "
+                            "flash"))
     noisy = sub[sub.noisy]
     if not noisy.empty:
-        fig.text(0.01, 0.01, f"{MARK} red rings: noisy timings (interquartile range > {NOISY_IQR:.0%} of the median); "
-                 f"their exponents are unreliable. Re-run them:\n{rerun_command(noisy)}", fontsize=7, color="red")
-    fig.tight_layout(rect=(0, 0.05 if not noisy.empty else 0, 1, 1))
+        kinds.append(Line2D([], [], color="red", marker="o", mfc="none", ls="none", ms=10, mew=1.5,
+                            label=f"{MARK} red ring: noisy timing (interquartile range > {NOISY_IQR:.0%} of the "
+                                  "median)"))
+        fig.text(0.01, 0.01, f"{MARK} noisy timings: their exponents are unreliable. Re-run them:\n"
+                 f"{rerun_command(noisy)}", fontsize=7, color="red")
+    if kinds:
+        fig.legend(handles=kinds, loc="lower center", ncol=len(kinds), fontsize=8, frameon=False,
+                   bbox_to_anchor=(0.5, 0.28 / h_in if not noisy.empty else 0.0))
     path = save_png_svg(fig, path, dpi=120)
     plt.close(fig)
     return path

@@ -1,5 +1,5 @@
 """Which accuracy differences the data supports: each variant against a reference (``--reference``, default
-softmax) per task and on the LRA average, and per task the variants statistically tied with the best.
+softmax) per task and on the LRA average, and per task the 95 % confidence set for the best.
 
 A cell's sample is its ok seeds' test accuracies and, when every one of those records kept its per-example test
 predictions on one test set (``lra_bench.store.predictions``), their correctness matrix (seeds x examples). Two
@@ -12,9 +12,16 @@ cells are compared by
 * nothing (``untested``) when either cell has a single seed (the seed-to-seed spread is then unknown), or when both
   kept predictions but on different test sets (their accuracies measure different things).
 
-Within one family (all variants against one reference, on one task or on the average) p-values are
-Holm-corrected, so the chance of marking any variant different when none is stays at or below 5 %. The average's
-difference is the mean of the task differences over the tasks both have; its variance the sum of theirs / T^2.
+Against the reference, four marks (:func:`family`): better or worse when the two-sided test rejects; equivalent when
+the two one-sided tests show the difference within +-margin (default 2 points, ``--margin``); not resolved when
+neither is shown. Within one family (all variants against one reference, on one task or on the average) both the
+difference p-values and the equivalence p-values are Holm-corrected, so the chance of any false mark of either kind
+stays at or below 5 %. Each verdict also carries the one-sided 95 % lower bound of the difference, which is what a
+bar "at least the reference minus m" is judged by. The average's difference is the mean of the task differences
+over the tasks both have; its variance the sum of theirs / T^2.
+
+The best (:func:`best_of`): the selection-aware 95 % confidence set of :func:`lra_bench.stats.best.best_set` from
+every pair's test, and each variant's P(rank 1).
 """
 
 from __future__ import annotations
@@ -24,13 +31,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lra_bench.stats.best import best_set, covariance, pooled_covariance, rank_one_probability
 from lra_bench.stats.intervals import welch_df
-from lra_bench.stats.paired import ALPHA, holm_adjusted, p_value, paired_difference, welch_seeds
+from lra_bench.stats.paired import (
+    ALPHA,
+    holm_adjusted,
+    lower_bound,
+    p_value,
+    paired_difference,
+    tost,
+    welch_seeds,
+)
 from lra_bench.store import predictions
 
-BETTER, WORSE, TIED, UNTESTED, REFERENCE = "better", "worse", "not significant", "untested", "reference"
-MARKS = {BETTER: "▲", WORSE: "▼", TIED: "≈", UNTESTED: "", REFERENCE: "ref"}
+BETTER, WORSE, EQUIVALENT, UNRESOLVED, UNTESTED, REFERENCE = ("better", "worse", "equivalent", "not resolved",
+                                                               "untested", "reference")
+MARKS = {BETTER: "▲", WORSE: "▼", EQUIVALENT: "≈", UNRESOLVED: "?", UNTESTED: "", REFERENCE: "ref"}
 BEST_MARK = "★"
+MARGIN = 2.0  # points: the default equivalence margin (--margin)
 NO_PREDICTIONS = "record(s) without per-example predictions"  # the end of Sample.why_unpaired for older records
 
 
@@ -88,29 +106,49 @@ def combine(parts: list[tuple[float, float, float, str]]) -> tuple[float, float,
             welch_df(variances, [df for _, _, df, _ in parts]), methods.pop() if len(methods) == 1 else "mixed")
 
 
-def family(reference: str, results: dict[str, tuple[float, float, float, str] | None]) -> dict[str, dict]:
-    """Holm-corrected verdicts for ``results`` (variant -> compare() against ``reference``, or None)."""
+def family(reference: str, results: dict[str, tuple[float, float, float, str] | None],
+           margin: float = MARGIN) -> dict[str, dict]:
+    """Holm-corrected verdicts for ``results`` (variant -> compare() against ``reference``, or None): better / worse
+    when the two-sided test rejects, else equivalent when the TOST within +-``margin`` points rejects, else not
+    resolved; with the difference d, its p (raw and Holm), the TOST's Holm p and the one-sided 95 % lower bound."""
     names = [n for n in results if n != reference]
-    p = np.array([float(p_value(*results[n][:3])) if results[n] else np.nan for n in names])
-    adjusted = holm_adjusted(p)
-    out = {reference: {"verdict": REFERENCE, "d": 0.0, "p": math.nan, "p_holm": math.nan, "method": ""}}
-    for name, raw, adj in zip(names, p, adjusted, strict=True):
-        r = results[name]
+    tested = [results[n] for n in names]
+    p = np.array([float(p_value(*r[:3])) if r else np.nan for r in tested])
+    p_eq = np.array([float(tost(*r[:3], margin)) if r else np.nan for r in tested])
+    adjusted, adjusted_eq = holm_adjusted(p), holm_adjusted(p_eq)
+    nan = math.nan
+    out = {reference: {"verdict": REFERENCE, "d": 0.0, "p": nan, "p_holm": nan, "p_equiv_holm": nan, "lower": nan,
+                       "method": ""}}
+    for name, r, raw, adj, adj_eq in zip(names, tested, p, adjusted, adjusted_eq, strict=True):
         if r is None:
-            out[name] = {"verdict": UNTESTED, "d": math.nan, "p": math.nan, "p_holm": math.nan, "method": ""}
+            out[name] = {"verdict": UNTESTED, "d": nan, "p": nan, "p_holm": nan, "p_equiv_holm": nan, "lower": nan,
+                         "method": ""}
             continue
-        verdict = TIED if not adj <= ALPHA else (BETTER if r[0] > 0 else WORSE)
-        out[name] = {"verdict": verdict, "d": r[0], "p": float(raw), "p_holm": float(adj), "method": r[3]}
+        if adj <= ALPHA:
+            verdict = BETTER if r[0] > 0 else WORSE
+        else:
+            verdict = EQUIVALENT if adj_eq <= ALPHA else UNRESOLVED
+        out[name] = {"verdict": verdict, "d": r[0], "p": float(raw), "p_holm": float(adj),
+                     "p_equiv_holm": float(adj_eq), "lower": float(lower_bound(*r[:3])), "method": r[3]}
     return out
 
 
-def against(reference: str, samples: dict[str, Sample]) -> dict[str, dict]:
+def against(reference: str, samples: dict[str, Sample], margin: float = MARGIN) -> dict[str, dict]:
     """One task: every variant of ``samples`` against ``reference`` (which must be among them)."""
     ref = samples[reference]
-    return family(reference, {n: compare(s, ref) for n, s in samples.items() if n != reference})
+    return family(reference, {n: compare(s, ref) for n, s in samples.items() if n != reference}, margin)
 
 
-def against_average(reference: str, per_task: dict[str, dict[str, Sample]]) -> dict[str, dict]:
+def average_difference(a: str, b: str, per_task: dict[str, dict[str, Sample]]) -> tuple | None:
+    """compare() of the averages of ``a`` and ``b`` over the tasks of ``per_task``, or None when either lacks one
+    of them or a task's pair is untestable."""
+    if not all(a in s and b in s for s in per_task.values()) or not per_task:
+        return None
+    parts = [compare(s[a], s[b]) for s in per_task.values()]
+    return combine(parts) if all(parts) else None
+
+
+def against_average(reference: str, per_task: dict[str, dict[str, Sample]], margin: float = MARGIN) -> dict[str, dict]:
     """The LRA average: untested unless the variant has exactly the reference's tasks (so the difference tested is
     the difference of the averages shown) and every one of them is tested."""
     names = sorted({n for samples in per_task.values() for n in samples})
@@ -124,17 +162,28 @@ def against_average(reference: str, per_task: dict[str, dict[str, Sample]]) -> d
             continue
         parts = [compare(per_task[t][name], per_task[t][reference]) for t in tasks]
         results[name] = combine(parts) if parts and all(parts) else None
-    return family(reference, results)
+    return family(reference, results, margin)
 
 
-def best(means: dict[str, float]) -> str | None:
-    finite = {n: m for n, m in means.items() if math.isfinite(m)}
-    return max(sorted(finite), key=finite.get) if finite else None
-
-
-def tied_with_best(verdicts_vs_best: dict[str, dict]) -> set[str] | None:
-    """The best and every variant not significantly different from it; None when none could be tested."""
-    tested = [n for n, v in verdicts_vs_best.items() if v["verdict"] not in (UNTESTED, REFERENCE)]
-    if not tested:
+def best_of(names: list[str], means, variances, pair) -> dict | None:
+    """The 95 % confidence set for the best among ``names`` (means and variances of their estimates, in points and
+    points^2) from ``pair(a, b)`` (compare() of a against b, or None when untestable):
+    {"set", "p_rank1" (name -> share of draws where it is highest)}; None with fewer than 2 names or when no pair
+    could be tested."""
+    v = len(names)
+    if v < 2:
         return None
-    return {n for n, v in verdicts_vs_best.items() if v["verdict"] in (TIED, REFERENCE)}
+    d, se, df = (np.full((v, v), np.nan) for _ in range(3))
+    for i, a in enumerate(names):
+        for j in range(i + 1, v):
+            r = pair(a, names[j])
+            if r is not None:
+                d[i, j], se[i, j], df[i, j] = r[:3]
+                d[j, i], se[j, i], df[j, i] = -r[0], r[1], r[2]
+    if np.isnan(se).all():
+        return None
+    np.fill_diagonal(d, 0.0)
+    members = best_set(d, se, df)
+    p1 = rank_one_probability(np.asarray(means, float), pooled_covariance(covariance(variances, se)))
+    return {"set": {n for n, m in zip(names, members, strict=True) if m},
+            "p_rank1": dict(zip(names, map(float, p1), strict=True))}

@@ -1,19 +1,29 @@
-"""LRA Table 1 from run records: test accuracy (%) per attention and task, mean and 95 % interval over seeds,
-marks against a reference variant and ties with the best (:mod:`lra_bench.reports.significance`), failure cells,
-the paper's 5-task average and the 6-task average with Path-X FAIL counted as 50 (shared/reference/LRA.md §2.1).
+"""LRA Table 1 from run records: test accuracy (%) per attention and task, mean and 95 % interval over seeds and
+test examples, marks against a reference variant and the confidence set for the best
+(:mod:`lra_bench.reports.verdicts`), collapsed runs (:mod:`lra_bench.reports.chance`), failure cells, the paper's
+5-task average and the 6-task average with Path-X FAIL counted as 50 (shared/reference/LRA.md §2.1).
 
 Rules, stated once:
 
 * Records are read with :func:`load_runs`; unreadable or truncated ``record.json`` files are skipped with a
-  warning, never fatal. Of several records with the same ``config_hash`` only the latest counts.
+  warning, never fatal. Of several records with the same ``config_hash`` only the latest counts. Names (task,
+  attention, profile) are shown with control characters escaped, so no record can split a row.
 * Synthetic-data runs (``synthetic: true``, or a synthetic data source) never enter a score.
-* A cell is (profile, attention, task). Within a cell, one record per seed counts: the latest one.
-  Its value is the mean of the ok runs' test accuracy over seeds with a 95 % interval: Student t (n - 1 df, std
-  ddof 1) with 2+ seeds, the one seed's Wilson interval over its test examples otherwise. A cell with no ok run
-  but a failed / OOM / killed / diverged one reads FAIL / OOM / KILL / DIV; a cell never run is blank.
+* A cell is (profile, attention, task), and it holds one identity: one configuration (the resolved config but the
+  seed: ``variant``) scored on one test set (``test_set``, the test inputs' and labels' fingerprint). When records
+  of several identities share a cell, the identity of the newest ok record is used (the newest record's, when none
+  is ok): a later success replaces an earlier failure of another configuration. The others are left out and listed
+  below the table with what they were (:func:`conflicts`). The code version of each record is kept in the records,
+  not in the identity: seeds of one configuration run at different commits form one cell.
+* Within a cell, one record per seed counts: the latest one.
+  Its value is the mean of the ok runs' test accuracy over seeds with a 95 % interval (:func:`interval`) that
+  holds both sources of noise, the seeds and the test examples drawn, clipped to [0, 100] and never of zero width;
+  with one seed, the Wilson interval of its test sample alone. A cell with no ok run but a failed / OOM / killed /
+  diverged one reads FAIL / OOM / KILL / DIV; a cell never run is blank. Runs at chance are counted as collapsed.
 * "LRA avg (5)" is the mean of the 5 task means (ListOps, Text, Retrieval, Image, Pathfinder), as the paper;
-  when some of the 5 are missing it is the mean over those present, marked "partial (k/5 tasks)"; its interval
-  combines the task means' (independent test sets, Welch-Satterthwaite df).
+  when some of the 5 are missing, or a task is at chance for every variant (shown, but left out), it is the mean
+  over the others, marked "partial (k/5 tasks)"; its interval combines the task means' (independent test sets,
+  Welch-Satterthwaite df).
 * "avg (6, Path-X FAIL=50)" is the convention of later papers (S4 ...): the 5 task means plus Path-X, with a
   Path-X that failed (or was never run, marked ``*``) counted as 50; only defined when all 5 tasks are present.
 """
@@ -22,8 +32,8 @@ from __future__ import annotations
 
 import logging
 import math
+import unicodedata
 import warnings
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -31,17 +41,23 @@ import pandas as pd
 
 from lra_bench.reports import paper
 from lra_bench.reports import significance as sig
+from lra_bench.reports.chance import cell_at_chance, collapsed
 from lra_bench.reports.store import read_json_tree
-from lra_bench.stats.intervals import binomial_se, mean_interval, t_interval, wilson
+from lra_bench.reports.tasks import TASK_LABELS, TASKS, TASKS5
+from lra_bench.reports.verdicts import AVG, verdicts_note, verdicts_of
+from lra_bench.stats.intervals import (
+    binomial_se,
+    cell_interval,
+    mean_interval,
+    seeds_binomial_interval,
+    t_interval,
+    wilson,
+)
 from lra_bench.store import predictions
-from lra_bench.store.records import RECORD_NAME, STATUSES
+from lra_bench.store.records import RECORD_NAME, STATUSES, semantic_hash
 
 log = logging.getLogger(__name__)
 
-TASKS5 = paper.TASKS  # listops, text, retrieval, image, pathfinder
-TASKS = (*TASKS5, "pathx")
-TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
-               "pathfinder": "Pathfinder", "pathx": "Path-X"}
 FAIL_LABELS = {"oom": "OOM", "killed": "KILL", "diverged": "DIV", "failed": "FAIL"}
 AVG5 = "LRA avg (5)"
 AVG6 = "avg (6, Path-X FAIL=50)"
@@ -52,7 +68,10 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
-               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions"]
+               "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions",
+               "variant", "test_set", "code_version"]
+CELL = ["profile", "attention", "task"]
+IDENTITY = ["variant", "test_set"]
 REFERENCE = "softmax"  # what every variant is tested against unless told otherwise (--reference)
 
 
@@ -73,6 +92,28 @@ def _number(value) -> float:
     return out if math.isfinite(out) else math.nan
 
 
+def printable(text: str) -> str:
+    """``text`` with every control or format character (a newline, a tab, an escape sequence, a zero-width one)
+    escaped as Python would write it, and Markdown's column separator ``|`` escaped: one table cell, one line."""
+    out = "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+    return out.replace("|", "\\|")
+
+
+def variant_of(rec: dict) -> str:
+    """The configuration a record ran, whatever its seed: the semantic hash of its config without the seed."""
+    config = rec.get("config")
+    if not isinstance(config, dict):
+        return "unknown"  # a record without its config (written by hand): one identity for all of them
+    return semantic_hash({k: v for k, v in config.items() if k != "seed"})
+
+
+def test_set_of(rec: dict) -> str:
+    """The test set a record was scored on: its ``test_fingerprint`` (older records: the one its predictions carry,
+    else the dataset's fingerprint)."""
+    kept = rec.get(predictions.FIELD) if isinstance(rec.get(predictions.FIELD), dict) else {}
+    return str(rec.get("test_fingerprint") or kept.get("test_fingerprint") or rec.get("dataset_fingerprint") or "")
+
+
 def _row(rec: dict) -> dict:
     """One flat row of a record; raises ValueError when the record cannot be placed in Table 1."""
     for key in ("task", "attention", "status"):
@@ -86,7 +127,8 @@ def _row(rec: dict) -> dict:
     if not math.isnan(acc) and not 0.0 <= acc <= 1.0:
         raise ValueError(f"test_acc {acc} outside [0, 1]")
     return {
-        "task": rec["task"], "attention": rec["attention"], "profile": str(rec.get("profile", "?")),
+        "task": printable(rec["task"]), "attention": printable(rec["attention"]),
+        "profile": printable(str(rec.get("profile", "?"))),
         "seed": rec.get("seed"), "status": rec["status"], "test_acc": acc, "synthetic": _is_synthetic(rec),
         "params": _number(rec.get("params")), "examples_per_s": _number(thr.get("examples_per_s")),
         "steps_per_s": _number(thr.get("steps_per_s")), "batch_size": _number(thr.get("batch_size")),
@@ -94,10 +136,11 @@ def _row(rec: dict) -> dict:
         "test_majority_rate": _number(rec.get("test_majority_rate")), "device": str(rec.get("device", "")),
         "config_hash": rec.get("config_hash") or rec.get("_path"),
         "finished_at": str(rec.get("finished_at") or rec.get("started_at") or ""),
-        "message": str(rec.get("message") or ""), "path": rec.get("_path", ""),
+        "message": printable(str(rec.get("message") or "")), "path": rec.get("_path", ""),
         "evals": rec["evals"] if isinstance(rec.get("evals"), list) else [],
         "test_examples": _number(rec.get("test_examples")),
         "predictions": rec[predictions.FIELD] if isinstance(rec.get(predictions.FIELD), dict) else None,
+        "variant": variant_of(rec), "test_set": test_set_of(rec), "code_version": str(rec.get("code_version") or ""),
     }
 
 
@@ -129,28 +172,77 @@ def load_runs(results_dir: Path | str) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
-    """The runs that count for scores: not synthetic, in ``profile`` if given, the latest record per seed."""
-    if df.empty:
-        return df
+def _candidates(df: pd.DataFrame, profile: str | None) -> pd.DataFrame:
+    """The non-synthetic runs of ``profile`` (every profile: None), oldest first, each with its identity's rank
+    in its cell (``_rank`` 0 = the one used: the identity of the newest ok record, else of the newest record)."""
     out = df[~df["synthetic"].astype(bool)]
     if profile is not None:
         out = out[out["profile"] == profile]
     out = out.sort_values(["finished_at", "path"], kind="stable")
-    seed_key = out["seed"].astype(str)
-    out = out.assign(_seed=seed_key)
-    cell = ["profile", "attention", "task", "_seed"]
-    kept = out.drop_duplicates(cell, keep="last")
-    dropped = out[~out.index.isin(kept.index)]
-    for key, group in dropped.groupby(cell, sort=True):
-        used = kept.set_index(cell).loc[key]
-        prof, att, task, seed = key
-        left_out = ", ".join(f"{r.path or '?'} (config {str(r.config_hash)[:10]}, {r.finished_at})"
-                             for r in group.itertuples())
-        warnings.warn(f"{len(group) + 1} configs of {att}/{task} (profile {prof}) at seed {seed}: the scores use the "
-                      f"newest, {used['path'] or '?'} (config {str(used['config_hash'])[:10]}); left out: {left_out}",
-                      stacklevel=2)
-    return kept.drop(columns="_seed").reset_index(drop=True)
+    if out.empty:
+        return out.assign(_rank=pd.Series(dtype=int))
+    ok = (out["status"] == "ok") & out["test_acc"].notna()
+    marks = out.assign(_ok_pos=np.where(ok, np.arange(len(out)), -1), _pos=np.arange(len(out)))
+    last = marks.groupby([*CELL, *IDENTITY], sort=False).agg(ok_pos=("_ok_pos", "max"), pos=("_pos", "max"))
+    last = last.reset_index().sort_values(["ok_pos", "pos"], ascending=False, kind="stable")  # newest ok first
+    last["_rank"] = last.groupby(CELL, sort=False).cumcount()
+    ranks = out.merge(last[[*CELL, *IDENTITY, "_rank"]], on=[*CELL, *IDENTITY], how="left")["_rank"]
+    return out.assign(_rank=ranks.to_numpy())
+
+
+def scored_runs(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """The runs that count for scores: not synthetic, in ``profile`` if given, one identity per cell (the newest ok
+    one; :func:`conflicts` lists the others), the latest record per seed. Pure: it warns about nothing (the report
+    lists the conflicts once)."""
+    if df.empty:
+        return df
+    out = _candidates(df, profile)
+    out = out[out["_rank"] == 0].assign(_seed=out["seed"].astype(str))
+    kept = out.drop_duplicates([*CELL, "_seed"], keep="last")
+    return kept.drop(columns=["_seed", "_rank"]).reset_index(drop=True)
+
+
+CONFLICT_COLUMNS = ["profile", "attention", "task", "used_variant", "used_test_set", "variant", "test_set", "records",
+                    "statuses", "newest", "paths", "runs"]
+
+
+def conflicts(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
+    """Every identity left out of a cell because another one is used there (:func:`scored_runs`): what it was
+    (its configuration and test set, how many records with which statuses, the newest) and which was used."""
+    if df.empty:
+        return pd.DataFrame(columns=CONFLICT_COLUMNS)
+    out = _candidates(df, profile)
+    used = out[out["_rank"] == 0].drop_duplicates(CELL).set_index(CELL)[IDENTITY]
+    rows = []
+    for key, g in out[out["_rank"] > 0].groupby([*CELL, *IDENTITY], sort=True):
+        counts = g["status"].value_counts()
+        rows.append({**dict(zip([*CELL, *IDENTITY], key, strict=True)),
+                     "used_variant": used.loc[key[:3], "variant"], "used_test_set": used.loc[key[:3], "test_set"],
+                     "records": len(g), "statuses": ", ".join(f"{n} {s}" for s, n in counts.items()),
+                     "newest": str(g["finished_at"].max()), "paths": list(g["path"]),
+                     "runs": [Path(str(path)).parent.name for path in g["path"]]})
+    return pd.DataFrame(rows, columns=CONFLICT_COLUMNS)
+
+
+def conflicts_note(df: pd.DataFrame, profile: str | None = None) -> str:
+    """Markdown: the records left out of Table 1's cells because another configuration (or test set) is used there,
+    one line each; empty when there are none."""
+    left = conflicts(df, profile)
+    if left.empty:
+        return ""
+
+    def what(variant: str, test_set: str, other_test_set: str) -> str:
+        return f"config {variant[:10]}" + (f", test set {test_set[:10]}" if test_set != other_test_set else "")
+
+    lines = [f"**Left out**: records of another configuration or test set than the one a cell uses (a cell holds "
+             f"one; it uses the one with the newest ok record). {len(left)} left out:\n"]
+    for r in left.itertuples():
+        runs = ", ".join(f"`{printable(run)}`" for run in r.runs[:3]) + (f" and {len(r.runs) - 3} more"
+                                                                          if len(r.runs) > 3 else "")
+        lines.append(f"- {r.attention} / {TASK_LABELS.get(r.task, r.task)} (profile `{r.profile}`): left out "
+                     f"{what(r.variant, r.test_set, r.used_test_set)} ({r.records} record(s): {r.statuses}; newest "
+                     f"{r.newest}; {runs}); used {what(r.used_variant, r.used_test_set, r.test_set)}")
+    return "\n".join(lines) + "\n"
 
 
 def pick_profile(df: pd.DataFrame) -> str | None:
@@ -175,35 +267,33 @@ def attention_order(names) -> list[str]:
     return known + sorted(names - set(known))
 
 
-#: every attention of the zoo in a fixed order, so an attention keeps its colour across figures
-ZOO_ORDER = (*paper.TABLE1, "flash", "global", "routing", "compressed", "nystromformer", "efficient", "rfa", "fnet",
-             "gmlp", "mlp_mixer")
-
-
-def attention_color(name: str):
-    """A fixed tab20 colour per attention name (the same in every figure)."""
-    from matplotlib import colormaps
-
-    i = ZOO_ORDER.index(name) if name in ZOO_ORDER else zlib.crc32(name.encode())
-    return colormaps["tab20"](i % 20)
-
-
 CELL_COLUMNS = ["profile", "attention", "task", "mean", "std", "n", "lo", "hi", "se", "df", "interval", "accs", "seeds",
-                "failures", "majority", "sample"]
+                "failures", "majority", "collapsed", "collapsed_seeds", "at_chance", "sample"]
 ONE_SEED = "1 seed: test sampling only"
+#: the kinds of a cell's interval (its ``interval`` column)
+BOTH, BINOMIAL, SEEDS_ONLY = "seeds + test examples", "seeds + binomial test sampling", "seeds only"
 
 
-def interval(accs_pct: list[float], test_examples: float) -> dict:
-    """95 % interval of a cell (%): over seeds (t, n - 1 df) with 2+ seeds, else the Wilson interval of the one
-    seed's test sample (labelled ONE_SEED), NaN when its test size is unknown."""
-    n = len(accs_pct)
+def interval(cell: sig.Sample, test_examples: float) -> dict:
+    """95 % interval of a cell (%): with 2+ seeds and per-example predictions, over seeds and test examples
+    (:func:`lra_bench.stats.intervals.cell_interval`); with 2+ seeds but no predictions, the seeds' spread plus the
+    binomial bound of test sampling; with 2+ seeds and no known test size, Student t over seeds alone; with one seed
+    the Wilson interval of its test sample (labelled ONE_SEED); NaN without a known test size."""
+    n = len(cell.accs)
+    if n >= 2 and cell.correct is not None:
+        _, lo, hi, se, df = cell_interval(cell.correct)
+        return {"lo": lo * 100, "hi": hi * 100, "se": se * 100, "df": df, "interval": BOTH}
+    known = math.isfinite(test_examples) and test_examples > 0
+    if n >= 2 and known:
+        _, lo, hi, se, df = seeds_binomial_interval(np.asarray(cell.accs) / 100, int(test_examples))
+        return {"lo": lo * 100, "hi": hi * 100, "se": se * 100, "df": df, "interval": BINOMIAL}
     if n >= 2:
-        m, lo, hi, se = t_interval(accs_pct)
-        return {"lo": lo, "hi": hi, "se": se, "df": float(n - 1), "interval": "t"}
+        m, lo, hi, se = t_interval(cell.accs)
+        return {"lo": max(lo, 0.0), "hi": min(hi, 100.0), "se": se, "df": float(n - 1), "interval": SEEDS_ONLY}
     nan = {"lo": math.nan, "hi": math.nan, "se": math.nan, "df": math.nan, "interval": ""}
-    if n == 0 or not (math.isfinite(test_examples) and test_examples > 0):
+    if n == 0 or not known:
         return nan
-    p = accs_pct[0] / 100.0
+    p = cell.accs[0] / 100.0
     lo, hi = wilson(round(p * test_examples), int(test_examples))
     return {"lo": lo * 100, "hi": hi * 100, "se": binomial_se(p, int(test_examples)) * 100, "df": math.inf,
             "interval": ONE_SEED}
@@ -212,7 +302,9 @@ def interval(accs_pct: list[float], test_examples: float) -> dict:
 def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     """One row per (profile, attention, task) that was run: mean/std/n of test accuracy (%) over ok seeds, its 95 %
     interval (:func:`interval`: lo, hi, se, df and which kind), the seeds and their accuracies, the counts of
-    non-ok runs per status, and the cell's :class:`lra_bench.reports.significance.Sample`."""
+    non-ok runs per status, the majority-class rate (%), how many ok runs collapsed (and which: ``collapsed_seeds``,
+    aligned with ``accs``) and whether the cell is at chance (:mod:`lra_bench.reports.chance`), and the cell's
+    :class:`lra_bench.reports.significance.Sample`."""
     runs = scored_runs(df, profile)
     rows = []
     if runs.empty:
@@ -226,55 +318,72 @@ def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
             failures["failed"] = failures.get("failed", 0) + int((bad.status == "ok").sum())
         n = len(accs)
         sizes = ok.test_examples.dropna()
+        cell = sig.sample(accs, ok.predictions.tolist())
+        bounds = interval(cell, float(sizes.iloc[0]) if len(sizes) else math.nan)
+        majority = float(g.test_majority_rate.mean() * 100)
+        flags = [bool(collapsed(r.test_acc, r.test_examples, r.test_majority_rate, r.predictions))
+                 for r in ok.itertuples()]
+        n_collapsed = sum(flags)
         rows.append({"profile": prof, "attention": att, "task": task, "n": n,
                      "mean": float(np.mean(accs)) if n else math.nan,
-                     "std": float(np.std(accs, ddof=1)) if n > 1 else math.nan,
-                     **interval(accs, float(sizes.iloc[0]) if len(sizes) else math.nan),
-                     "accs": accs, "seeds": ok.seed.tolist(), "failures": failures,
-                     "majority": float(g.test_majority_rate.mean() * 100),
-                     "sample": sig.sample(accs, ok.predictions.tolist())})
+                     "std": float(np.std(accs, ddof=1)) if n > 1 else math.nan, **bounds,
+                     "accs": accs, "seeds": ok.seed.tolist(), "failures": failures, "majority": majority,
+                     "collapsed": n_collapsed, "collapsed_seeds": flags,
+                     "at_chance": cell_at_chance(n, n_collapsed, bounds["lo"], bounds["hi"], majority),
+                     "sample": cell})
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
 
 def cell_text(mean: float, n: int, failures: dict[str, int], lo: float = math.nan, hi: float = math.nan,
-              marks: str = "") -> str:
-    """``mean [lo, hi] (n seeds[: test sampling only]; failures) marks``, or the failure labels of a cell."""
+              marks: str = "", n_collapsed: int = 0) -> str:
+    """``mean [lo, hi] (n seeds[: test sampling only][; k collapsed]; failures) marks``, or the failure labels of a
+    cell."""
     if n == 0:
         if not failures:
             return ""
         return "/".join(FAIL_LABELS[s] for s in FAIL_LABELS if s in failures)
     seeds = f"{n} seeds" if n > 1 else ONE_SEED
-    extra = "".join(f"; {k} {FAIL_LABELS[s]}" for s, k in failures.items())
+    extra = (f"; {n_collapsed} collapsed" if n_collapsed else "") + "".join(
+        f"; {k} {FAIL_LABELS[s]}" for s, k in failures.items())
     value = f"{mean:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else "")
     return f"{value} ({seeds}{extra})" + (f" {marks}" if marks else "")
 
 
-def _marks(verdict: dict | None, tied: set[str] | None, att: str) -> str:
+def _marks(verdict: dict | None, best: dict | None, att: str) -> str:
     mark = sig.MARKS[verdict["verdict"]] if verdict else ""
-    return " ".join(m for m in (mark, sig.BEST_MARK if tied and att in tied else "") if m)
+    return " ".join(m for m in (mark, sig.BEST_MARK if best and att in best["set"] else "") if m)
 
 
-def _avg_columns(row: dict, verdict: dict | None = None, tied: set[str] | None = None) -> dict:
-    present = [t for t in TASKS5 if not math.isnan(row[f"{t}_mean"])]
-    k = len(present)
-    avg_present = float(np.mean([row[f"{t}_mean"] for t in present])) if k else math.nan
-    out = {"n_tasks": k, "avg_present": avg_present, "avg5": avg_present if k == len(TASKS5) else math.nan,
+def _avg_columns(row: dict, average: dict) -> dict:
+    """The average columns of one row over the tasks the average covers (``average["tasks"]``: the 5 without those
+    at chance for every variant)."""
+    att = row["attention"]
+    verdict, best = average["vs_ref"].get(att), average["best"]
+    ranked = [t for t in average["tasks"] if not math.isnan(row[f"{t}_mean"])]
+    all5 = [t for t in TASKS5 if not math.isnan(row[f"{t}_mean"])]
+    k = len(ranked)
+    avg_present = float(np.mean([row[f"{t}_mean"] for t in ranked])) if k else math.nan
+    out = {"n_tasks": k, "avg_present": avg_present,
+           "avg5": float(np.mean([row[f"{t}_mean"] for t in all5])) if len(all5) == len(TASKS5) else math.nan,
            "avg6": math.nan, "pathx_counted_as_fail": False, "avg_lo": math.nan, "avg_hi": math.nan,
            "avg_vs_ref": verdict["verdict"] if verdict else "",
            "avg_p_holm": verdict["p_holm"] if verdict else math.nan,
-           "avg_tied": bool(tied and row["attention"] in tied)}
-    if k and all(math.isfinite(row[f"{t}_se"]) for t in present):
-        _, out["avg_lo"], out["avg_hi"], _, _ = mean_interval([row[f"{t}_mean"] for t in present],
-                                                              [row[f"{t}_se"] for t in present],
-                                                              [row[f"{t}_df"] for t in present])
-    if k == len(TASKS5):
+           "avg_d": verdict["d"] if verdict else math.nan, "avg_lower": verdict["lower"] if verdict else math.nan,
+           "avg_best": bool(best and att in best["set"]),
+           "avg_p_rank1": best["p_rank1"].get(att, math.nan) if best else math.nan,
+           "avg_collapsed": int(sum(row[f"{t}_collapsed"] for t in ranked))}
+    if k and all(math.isfinite(row[f"{t}_se"]) for t in ranked):
+        _, lo, hi, _, _ = mean_interval([row[f"{t}_mean"] for t in ranked], [row[f"{t}_se"] for t in ranked],
+                                        [row[f"{t}_df"] for t in ranked])
+        out["avg_lo"], out["avg_hi"] = max(lo, 0.0), min(hi, 100.0)
+    if len(all5) == len(TASKS5):
         px = row["pathx_mean"]
         out["pathx_counted_as_fail"] = math.isnan(px)
-        out["avg6"] = float((sum(row[f"{t}_mean"] for t in present) + (PATHX_FAIL_SCORE if math.isnan(px) else px)) / 6)
+        out["avg6"] = float((sum(row[f"{t}_mean"] for t in all5) + (PATHX_FAIL_SCORE if math.isnan(px) else px)) / 6)
     if k:
         spread = f" [{out['avg_lo']:.2f}, {out['avg_hi']:.2f}]" if math.isfinite(out["avg_lo"]) else ""
         partial = "" if k == len(TASKS5) else f" (partial: {k}/5 tasks)"
-        marks = _marks(verdict, tied, row["attention"])
+        marks = _marks(verdict, best, att)
         out[AVG5] = f"{avg_present:.2f}{spread}{partial}" + (f" {marks}" if marks else "")
     else:
         out[AVG5] = ""
@@ -286,105 +395,30 @@ def _avg_columns(row: dict, verdict: dict | None = None, tied: set[str] | None =
     return out
 
 
-def significance_of(cells: pd.DataFrame, reference: str) -> dict[str, dict]:
-    """For one profile's cells, per task and for the average ("avg"): the verdicts against ``reference``
-    (``vs_ref``, empty when it has no such cell), the best variant and the set tied with it (None when untested)."""
-    per_task = {task: dict(zip(g.attention, g["sample"], strict=True))
-                for task, g in cells[cells.n > 0].groupby("task")}
-    out = {}
-    for task, samples in per_task.items():
-        # the best among the cells that can be tested (2+ seeds): a single-seed best would leave every tie untested
-        testable = {a: s for a, s in samples.items() if len(s.accs) >= 2} or samples
-        top = sig.best({a: float(np.mean(s.accs)) for a, s in testable.items()})
-        out[task] = {"vs_ref": sig.against(reference, samples) if reference in samples else {}, "best": top,
-                     "tied": sig.tied_with_best(sig.against(top, samples))}
-    five = {t: s for t, s in per_task.items() if t in TASKS5}
-    averages: dict[str, tuple[int, float, bool]] = {}  # variant -> (tasks, sum of means, every task 2+ seeds)
-    for samples in five.values():
-        for a, s in samples.items():
-            k, total, testable = averages.get(a, (0, 0.0, True))
-            averages[a] = (k + 1, total + float(np.mean(s.accs)), testable and len(s.accs) >= 2)
-    most = max((k for k, _, _ in averages.values()), default=0)
-    full = {a: v for a, v in averages.items() if v[0] == most}
-    full = {a: v for a, v in full.items() if v[2]} or full
-    top = sig.best({a: total / k for a, (k, total, _) in full.items()})
-    has_ref = any(reference in s for s in five.values())
-    out["avg"] = {"vs_ref": sig.against_average(reference, five) if has_ref else {}, "best": top,
-                  "tied": sig.tied_with_best(sig.against_average(top, five)) if top else None}
-    return out
-
-
-def significance_note(cells: pd.DataFrame, tests: dict[str, dict], reference: str) -> str:
-    """Markdown: what each mark means, the tests made, the variants tied with the best, and which cells cannot
-    enter a paired comparison (records without per-example predictions)."""
-    ok = cells[cells.n > 0]
-    lines = [f"Against `{reference}` (Holm-corrected across variants, 5 %): {sig.MARKS[sig.BETTER]} better, "
-             f"{sig.MARKS[sig.WORSE]} worse, {sig.MARKS[sig.TIED]} not significantly different; "
-             f"{sig.BEST_MARK} statistically tied with the best of the column (the best included; the best is "
-             "taken among cells with 2 or more seeds, and every variant is tested against it, Holm-corrected the "
-             "same way). "]
-    methods = [v["method"] for t in tests.values() for v in t["vs_ref"].values() if v["method"]]
-    if methods:
-        counts = pd.Series(methods).value_counts()
-        lines.append("Tests made: " + ", ".join(f"{k} {m}" for m, k in counts.items()) + " (paired = over seeds and "
-                     "test examples; welch = over seeds only, where per-example predictions are missing: it "
-                     "leaves out test-example sampling, so it only says whether the variants differ on this test "
-                     "set; mixed = an average over tasks of both). ")
-    elif reference not in set(ok.attention):
-        lines.append(f"No `{reference}` cell in this profile, so nothing is marked against it (--reference). ")
-    single = ok[ok.n < 2]
-    if len(single):
-        lines.append(f"{len(single)} of {len(ok)} cells have a single seed: their interval is the test sample's "
-                     "alone (Wilson) and they enter no test -- a test needs 2 or more seeds on both sides, since "
-                     "the seed-to-seed spread is otherwise unknown. ")
-    unpaired = [r for r in ok.itertuples() if r.sample.correct is None]
-    missing = [f"{r.attention}/{r.task}" for r in unpaired if r.sample.why_unpaired.endswith(sig.NO_PREDICTIONS)]
-    other = [f"{r.attention}/{r.task} ({r.sample.why_unpaired})" for r in unpaired
-             if not r.sample.why_unpaired.endswith(sig.NO_PREDICTIONS)]
-    if missing and len(missing) == len(ok):
-        lines.append(f"None of the {len(ok)} cells' records kept per-example test predictions (older records), so "
-                     "no paired comparison is possible here; cells with 2 or more seeds are compared over seeds only. ")
-    elif missing:
-        shown = ", ".join(missing[:12]) + (f" and {len(missing) - 12} more" if len(missing) > 12 else "")
-        lines.append(f"No paired comparison is possible for {len(missing)} cell(s) whose records lack per-example "
-                     f"test predictions (older records): {shown}. ")
-    if other:
-        lines.append(f"No paired comparison is possible for {len(other)} more cell(s): {', '.join(other)}. ")
-    ref_print = {r.task: r.sample.fingerprint for r in ok.itertuples()
-                 if r.attention == reference and r.sample.correct is not None}
-    elsewhere = [f"{r.attention}/{r.task}" for r in ok.itertuples() if r.sample.correct is not None
-                 and r.task in ref_print and r.sample.fingerprint != ref_print[r.task]]
-    if elsewhere:
-        lines.append(f"Not compared with `{reference}`, whose predictions are on a different test set: "
-                     f"{', '.join(elsewhere)}. ")
-    ties = [f"{TASK_LABELS.get(t, 'LRA avg')}: {', '.join(sorted(tests[t]['tied']))}"
-            for t in (*TASKS, "avg") if t in tests and tests[t]["tied"] is not None]
-    if ties:
-        lines.append("\n\nTied with the best: " + "; ".join(ties) + ".")
-    return "".join(lines).rstrip() + "\n"
-
-
 def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = True,
-           reference: str = REFERENCE) -> tuple[pd.DataFrame, str]:
+           reference: str = REFERENCE, margin: float = sig.MARGIN) -> tuple[pd.DataFrame, str]:
     """Table 1 rows (one per profile x attention) and its Markdown (one block per profile).
 
     The frame holds the display columns (task labels, ``AVG5``, ``AVG6``, ``PAPER_AVG``) and numeric ones:
     ``<task>_mean``, ``<task>_std``, ``<task>_n``, the 95 % interval ``<task>_lo`` / ``_hi`` (``_se``, ``_df``,
-    ``_interval``: its kind), the test against ``reference`` ``<task>_vs_ref`` / ``_p_holm`` / ``_method``,
-    ``<task>_tied`` (tied with the column's best), ``avg5``, ``avg6``, ``avg_present``, ``avg_lo`` / ``avg_hi``,
-    ``avg_vs_ref``, ``avg_tied``, ``n_tasks``, ``params`` (median over the attention's ok records), and
-    ``paper_<task>`` / ``paper_avg5`` when ``paper_columns``.
+    ``_interval``: its kind), ``<task>_collapsed`` (collapsed runs) and ``_at_chance``, the verdict against
+    ``reference`` ``<task>_vs_ref`` with ``_d`` (difference, points), ``_p_holm``, ``_lower`` (its one-sided 95 %
+    lower bound) and ``_method``, ``<task>_best`` (in the confidence set for the column's best) and ``_p_rank1``,
+    ``avg5`` (the paper's 5-task mean), ``avg6``, ``avg_present`` (the LRA average shown: the tasks not at
+    chance), ``avg_lo`` / ``avg_hi``, ``avg_vs_ref``, ``avg_d``, ``avg_lower``, ``avg_best``, ``avg_p_rank1``,
+    ``avg_collapsed``, ``n_tasks``, ``params`` (median over the attention's ok records), and ``paper_<task>`` /
+    ``paper_avg5`` when ``paper_columns``. ``table.attrs["verdicts"]``: profile -> :func:`verdicts_of`'s result.
     """
     cells = task_cells(df, profile)
     if cells.empty:
         which = f" for profile {profile!r}" if profile else ""
         return pd.DataFrame(), f"(no non-synthetic run records{which})"
     runs = scored_runs(df, profile)
-    rows, notes = [], {}
+    rows, notes, all_verdicts = [], {}, {}
     for prof in sorted(cells.profile.unique()):
         pc = cells[cells.profile == prof]
-        tests = significance_of(pc, reference)
-        notes[prof] = significance_note(pc, tests, reference)
+        verdicts = all_verdicts[prof] = verdicts_of(pc, reference, margin)
+        notes[prof] = verdicts_note(pc, verdicts, reference, margin)
         for att in attention_order(pc.attention.unique()):
             ac = pc[pc.attention == att].set_index("task")
             row: dict = {"profile": prof, "attention": att}
@@ -396,17 +430,22 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
                     row[f"{task}_{key}"] = float(c[key]) if c is not None else math.nan
                 row[f"{task}_n"], row[f"{task}_interval"] = n, c["interval"] if c is not None else ""
                 row[f"{task}_n_runs"] = n + sum(failures.values())
-                test = tests.get(task, {})
-                verdict = test.get("vs_ref", {}).get(att)
+                row[f"{task}_collapsed"] = int(c["collapsed"]) if c is not None else 0
+                row[f"{task}_at_chance"] = bool(c["at_chance"]) if c is not None else False
+                test = verdicts.get(task, {})
+                verdict, best = test.get("vs_ref", {}).get(att), test.get("best")
                 row[f"{task}_vs_ref"] = verdict["verdict"] if verdict else ""
-                row[f"{task}_p_holm"] = verdict["p_holm"] if verdict else math.nan
+                for key in ("d", "p_holm", "lower"):
+                    row[f"{task}_{key}"] = verdict[key] if verdict else math.nan
                 row[f"{task}_method"] = verdict["method"] if verdict else ""
-                row[f"{task}_tied"] = bool(test.get("tied") and att in test["tied"])
+                row[f"{task}_best"] = bool(best and att in best["set"])
+                row[f"{task}_p_rank1"] = best["p_rank1"].get(att, math.nan) if best else math.nan
                 row[TASK_LABELS[task]] = cell_text(row[f"{task}_mean"], n, failures, row[f"{task}_lo"],
-                                                   row[f"{task}_hi"], _marks(verdict, test.get("tied"), att))
+                                                   row[f"{task}_hi"], _marks(verdict, best, att),
+                                                   row[f"{task}_collapsed"])
             ok = runs[(runs.profile == prof) & (runs.attention == att) & (runs.status == "ok")]
             row["params"] = float(ok.params.median()) if ok.params.notna().any() else math.nan
-            row.update(_avg_columns(row, tests["avg"]["vs_ref"].get(att), tests["avg"]["tied"]))
+            row.update(_avg_columns(row, verdicts[AVG]))
             if paper_columns:
                 ref = paper.TABLE1.get(att)
                 for i, task in enumerate(TASKS5):
@@ -415,16 +454,22 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
                 row[PAPER_AVG] = f"{ref[-1]:.2f}" if ref else ""
             rows.append(row)
     table = pd.DataFrame(rows)
+    table.attrs["verdicts"] = all_verdicts
+    table.attrs["reference"] = reference
     display = ["attention", *(TASK_LABELS[t] for t in TASKS), AVG5, AVG6] + ([PAPER_AVG] if paper_columns else [])
     md = ["Test accuracy (%) of the best-validation weights on the full test set: mean over seeds and its 95 % "
-          "confidence interval [low, high] (Student t with n - 1 degrees of freedom, n seeds shown: the seed-to-seed "
-          "spread on this test set, test sampling not included); with one seed the interval of the test sample "
-          f"alone (Wilson), labelled \"{ONE_SEED}\". FAIL / OOM / KILL / DIV = no "
-          "successful run, only failed / out-of-memory / SIGKILLed / diverged ones; blank = never run; "
-          f"synthetic-data runs never count. {AVG5}: mean of the 5 task means as the paper (Path-X excluded), or "
-          "the mean over the tasks present, marked partial; its interval combines the tasks' (independent test "
-          f"sets; Welch-Satterthwaite degrees of freedom). {AVG6}: the 6-task convention of later papers (S4 ...), "
-          "Path-X FAIL (or, marked *, not run) counted as 50.\n"]
+          "confidence interval [low, high] with both sources of noise, the seeds and the test examples drawn (the "
+          "seeds' spread plus the test-sampling variance from the per-example predictions, by the mean squares of "
+          "the seeds x examples design; Student t with Welch-Satterthwaite degrees of freedom; clipped to [0, 100], "
+          "never of zero width; without per-example predictions the binomial p (1 - p) / N bounds the test "
+          f"sampling); with one seed the interval of the test sample alone (Wilson), labelled \"{ONE_SEED}\". "
+          "\"k collapsed\": runs at chance (one predicted class, or an accuracy within its own test-sampling "
+          "interval of the majority-class rate). FAIL / OOM / KILL / DIV = no successful run, only failed / "
+          "out-of-memory / SIGKILLed / diverged ones; blank = never run; synthetic-data runs never count. "
+          f"{AVG5}: mean of the 5 task means as the paper (Path-X excluded), or the mean over the tasks present, "
+          "marked partial; a task at chance for every variant is shown but left out of it; its interval combines "
+          f"the tasks' (independent test sets; Welch-Satterthwaite degrees of freedom). {AVG6}: the 6-task "
+          "convention of later papers (S4 ...), Path-X FAIL (or, marked *, not run) counted as 50.\n"]
     for prof, t in table.groupby("profile", sort=True):
         pr = runs[runs.profile == prof]
         synthetic = int((df["synthetic"].astype(bool) & (df["profile"] == prof)).sum())
@@ -432,6 +477,8 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
         md.append(t[display].to_markdown(index=False))
         md.append("")
         md.append(notes[prof])
+        if left := conflicts_note(df, prof):
+            md.append(left)
     if paper_columns:
         ref = table[table.attention.isin(list(paper.TABLE1))].drop_duplicates("attention")
         if not ref.empty:
@@ -459,20 +506,29 @@ def one_profile(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame
     return table[table.profile == profile]
 
 
-SCORE_COLUMNS = ["attention", "profile", "score", "n_tasks", "params", "score_lo", "score_hi", "tied", "seeds",
-                 "seeds_max"]
+SCORE_COLUMNS = ["attention", "profile", "score", "n_tasks", "params", "score_lo", "score_hi", "best", "p_rank1",
+                 "seeds", "seeds_max", "collapsed"]
 
 
 def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
-    """attention, score (5-task average, or the mean over the tasks present), n_tasks, params of one profile, with
-    the score's 95 % interval (score_lo, score_hi), whether it is tied with the best average (tied) and the fewest
-    and the most seeds of its tasks (seeds, seeds_max)."""
+    """attention, profile, score (the LRA average over the tasks it covers: the 5, or those present, without a task
+    at chance for every variant), n_tasks, params of one profile, with the score's 95 % interval (score_lo,
+    score_hi), whether it is in the confidence set for the best average (best) and its P(rank 1), the fewest and
+    the most seeds of its tasks (seeds, seeds_max) and its collapsed runs on them. ``attrs``: "tasks" (covered),
+    "left_out" (at chance), "detectable" (task -> Detectable) and "reference"."""
     if table.empty:
         return pd.DataFrame(columns=SCORE_COLUMNS)
     t = one_profile(table, profile)
     t = t[t.n_tasks > 0]
-    per_task = t[[f"{task}_n" for task in TASKS5]].replace(0, np.nan)
-    return pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
-                         "n_tasks": t.n_tasks, "params": t.params, "score_lo": t.avg_lo, "score_hi": t.avg_hi,
-                         "tied": t.avg_tied, "seeds": per_task.min(axis=1),
-                         "seeds_max": per_task.max(axis=1)}).reset_index(drop=True)
+    prof = t.profile.iloc[0] if len(t) else profile
+    verdicts = table.attrs.get("verdicts", {}).get(prof, {})
+    tasks = verdicts.get(AVG, {}).get("tasks", list(TASKS5))
+    per_task = t[[f"{task}_n" for task in tasks]].replace(0, np.nan) if tasks else pd.DataFrame(index=t.index)
+    out = pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
+                        "n_tasks": t.n_tasks, "params": t.params, "score_lo": t.avg_lo, "score_hi": t.avg_hi,
+                        "best": t.avg_best, "p_rank1": t.avg_p_rank1, "seeds": per_task.min(axis=1),
+                        "seeds_max": per_task.max(axis=1), "collapsed": t.avg_collapsed}).reset_index(drop=True)
+    out.attrs.update(tasks=list(tasks), left_out=verdicts.get(AVG, {}).get("left_out", []),
+                     detectable={k: v["detectable"] for k, v in verdicts.items() if k != AVG and v["detectable"]},
+                     reference=table.attrs.get("reference", REFERENCE))
+    return out

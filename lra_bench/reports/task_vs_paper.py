@@ -19,15 +19,22 @@ PAPER_ROW = {att: name for name, att in paper.PAPER_NAMES.items()}
 
 def task_scores(table: pd.DataFrame, task: str, profile: str | None = None) -> pd.DataFrame:
     """attention, profile, score (mean test accuracy % on ``task``), n_tasks (1), params, score_lo / score_hi (its
-    95 % interval), tied (with the task's best) and seeds: the bubble chart's y."""
+    95 % interval), best (in the confidence set for the task's best) and p_rank1, seeds and collapsed runs: the
+    bubble chart's y. ``attrs``: the task's detectable gap, as :func:`lra_bench.reports.table1.lra_scores`."""
     if task not in paper.TASKS:
         raise ValueError(f"task must be one of {paper.TASKS}, got {task!r}")
     t = one_profile(table, profile)
     t = t[t[f"{task}_n"] > 0] if not t.empty else t
-    return pd.DataFrame({"attention": t.get("attention", []), "profile": t.get("profile", []),
-                         "score": t.get(f"{task}_mean", []), "n_tasks": 1, "params": t.get("params", []),
-                         "score_lo": t.get(f"{task}_lo", []), "score_hi": t.get(f"{task}_hi", []),
-                         "tied": t.get(f"{task}_tied", []), "seeds": t.get(f"{task}_n", [])})
+    out = pd.DataFrame({"attention": t.get("attention", []), "profile": t.get("profile", []),
+                        "score": t.get(f"{task}_mean", []), "n_tasks": 1, "params": t.get("params", []),
+                        "score_lo": t.get(f"{task}_lo", []), "score_hi": t.get(f"{task}_hi", []),
+                        "best": t.get(f"{task}_best", []), "p_rank1": t.get(f"{task}_p_rank1", []),
+                        "seeds": t.get(f"{task}_n", []), "collapsed": t.get(f"{task}_collapsed", [])})
+    verdicts = table.attrs.get("verdicts", {}).get(t.profile.iloc[0] if len(t) else profile, {})
+    found = verdicts.get(task, {}).get("detectable")
+    out.attrs.update(tasks=[task], left_out=[], detectable={task: found} if found else {},
+                     reference=table.attrs.get("reference", "softmax"))
+    return out
 
 
 def task_vs_paper(table: pd.DataFrame, task: str, profile: str | None = None) -> tuple[pd.DataFrame, str]:

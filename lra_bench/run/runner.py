@@ -26,9 +26,9 @@ from omegaconf import DictConfig
 from torch.nn.parallel import DistributedDataParallel
 
 import lra_bench
-from lra_bench.build.plan import Plan, plan, use_deterministic_algorithms
+from lra_bench.config.plan import Plan, plan, use_deterministic_algorithms
 from lra_bench.data.cache import CachedSplits
-from lra_bench.errors import RunInProgress
+from lra_bench.errors import CheckpointMismatch, LRABenchError, RunFailed, RunInProgress
 from lra_bench.infra import distributed
 from lra_bench.infra.loggers import LoggerSettings, build_logger
 from lra_bench.infra.machine import CoreUse
@@ -36,9 +36,19 @@ from lra_bench.infra.memory import is_oom, memory_kind, rss_bytes
 from lra_bench.infra.progress import stop_checked
 from lra_bench.infra.runlock import run_lock
 from lra_bench.store import predictions
-from lra_bench.store.files import remove_stale_temps
-from lra_bench.store.records import ATTEMPTS, RECORD_NAME, REQUIRED_FIELDS, git_commit, read_record, write_record
+from lra_bench.store.files import check_folder, remove_stale_temps, write_error
+from lra_bench.store.records import (
+    ATTEMPTS,
+    RECORD_NAME,
+    REQUIRED_FIELDS,
+    code_version,
+    git_commit,
+    read_record,
+    write_record,
+)
 from lra_bench.train import checkpoint
+from lra_bench.train.contract import watch_mixers
+from lra_bench.train.estimate import RunTooLong, guard_run
 from lra_bench.train.loop import Checkpointing, Diverged, Preempted, Shard, TrainResult, predict, train
 from lra_bench.train.step import compile_enabled
 
@@ -48,6 +58,20 @@ SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would r
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
+#: a second SIGINT within this many seconds of the first is the same Ctrl-C: a terminal delivers it to a sweep's
+#: parent and its job alike, and the parent passes it on too. A second press later stops at once (``StoppedNow``).
+SAME_CTRL_C_S = 1.0
+
+
+class StoppedNow(Preempted):
+    """Ctrl-C pressed a second time: the run stops at once, without writing a new checkpoint; the last one stays."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(None, where, signal="SIGINT")
+
+    def describe(self) -> str:
+        return (f"interrupted twice during {self.where}: stopped at once, without a new checkpoint; rerun the same "
+                "command to resume from the last checkpoint (or from the start when there was none)")
 
 
 class StopSignals:
@@ -60,6 +84,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: str | None = None
+        self.received_at = 0.0  # time.monotonic() of the first signal
         self.polling = False
         self.phase = "starting"
 
@@ -67,10 +92,14 @@ class StopSignals:
         return self.received is not None
 
     def handler(self, signum: int, frame: object) -> None:
-        if self.received is not None:  # a second signal (Ctrl-C pressed twice, a sweep parent forwarding it)
-            log.warning("received %s again: already stopping", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if self.received is not None:  # a second signal: Ctrl-C pressed twice, or a sweep parent forwarding one
+            if name == self.received == "SIGINT" and time.monotonic() - self.received_at > SAME_CTRL_C_S:
+                log.warning("received SIGINT again: stopping now, without a new checkpoint")
+                raise StoppedNow(self.phase)  # out of whatever runs, at its next Python line
+            log.warning("received %s again: already stopping", name)
             return
-        self.received = signal.Signals(signum).name
+        self.received, self.received_at = name, time.monotonic()
         if self.polling:
             log.warning("received %s during %s: stopping at the next safe point", self.received, self.phase)
             return
@@ -151,8 +180,9 @@ def record_header(p: Plan, status: str, message: str) -> dict[str, Any]:
     """The fields every record has, whoever writes it (the run itself or ``record_crash``); the rest None."""
     record: dict[str, Any] = {key: None for key in REQUIRED_FIELDS}
     record.update({
-        "run_id": p.run_dir.name, "attention": p.attention, "task": p.task.name, "profile": p.profile,
-        "seed": p.seed, "config": p.config, "config_hash": p.config_hash,
+        "run_id": p.run_dir.name, "attention": p.attention, "task": p.task.name, "model": p.model_name,
+        "profile": p.profile, "seed": p.seed, "config": p.config, "config_hash": p.config_hash,
+        "code_version": code_version(), "test_fingerprint": None,
         "status": status, "message": message, "throughput": {}, "memory": {}, "torch_version": torch.__version__,
         "git_commit": git_commit(), "finished_at": dt.datetime.now(dt.UTC).isoformat(),
     })
@@ -186,38 +216,86 @@ def record_failure(p: Plan, error: BaseException) -> None:
         log.error("could not record the failure of %s: %s", p.run_dir, e)
 
 
+def settle_checkpoint(p: Plan, done: dict[str, Any] | None, is_main: bool) -> dict[str, Any]:
+    """The identity this attempt's checkpoints carry (config hash, code version, and the checksum of the finished
+    record a rerun replaces), after settling what the checkpoint folder holds:
+
+    * a finished record's leftover (killed between the record and the clean-up) is removed; a rerun of that record
+      that was interrupted (its checkpoints name the record they replace) is kept and resumed: ``rerun=true``
+      starts over once, at the start of the attempt, and a preempted or requeued rerun goes on from its checkpoint;
+    * a checkpoint of another config hash or code version (copied by hand, written by older code) is refused with
+      ``CheckpointMismatch`` -- ``rerun=true`` sets it aside and starts over, ``resume=force`` resumes it anyway."""
+    directory = p.checkpoint_dir
+    stored = checkpoint.stored_identity(directory) if directory.is_dir() else None
+    replaces = None
+    if done is not None:
+        if stored is not None and done.get("checksum") and stored.get("replaces") == done["checksum"]:
+            replaces = done["checksum"]  # an interrupted rerun of the finished record: its own checkpoint
+        else:
+            if directory.exists() and is_main:  # killed between the record and the clean-up
+                log.info("removing the leftover checkpoints of the finished run: %s", directory)
+                checkpoint.clear(directory)
+            stored, replaces = None, done.get("checksum") if p.rerun else None
+    identity = {"config_hash": p.config_hash, "code_version": code_version(), "replaces": replaces}
+    if stored is None or (done is not None and not p.rerun):
+        return identity
+    differs = [f"{key} {stored.get(key)} (this run: {identity[key]})" for key in ("config_hash", "code_version")
+               if stored.get(key) != identity[key]]
+    if not differs:
+        return identity
+    what = ("an older lra-bench that stored no identity" if stored is checkpoint.NO_IDENTITY
+            else "another " + " and ".join(differs))
+    if p.resume == "force":
+        log.warning("resuming the checkpoint in %s, written by %s, because resume=force", directory, what)
+        return identity
+    if p.rerun:
+        if is_main:
+            checkpoint.set_aside(directory, f"written by {what}; rerun=true starts over")
+        return identity
+    raise CheckpointMismatch(f"the checkpoint in {directory} was written by {what}: not resumed. Start over with "
+                             "rerun=true (it is set aside, not deleted), or resume it anyway with resume=force")
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Train and evaluate one configuration; returns the record written to the results store.
 
     A configuration whose record already exists with status ok or diverged is not run again (an
     interrupted sweep resumes by re-running it) unless ``rerun=true``; an interrupted run resumes from
-    its last checkpoint.
+    its last checkpoint (``settle_checkpoint``: only its own). Whatever ends the run inside -- an exception, an
+    exit (``SystemExit`` too) -- leaves a failed record and reaches the caller as an error.
     """
     started = time.time()
     p = plan(cfg)
     dinfo = distributed.from_env()
+    if dinfo.is_main:  # one line naming the path, before anything is created
+        check_folder(p.run_dir, "the run's results folder")
+        check_folder(p.checkpoint_dir, "the run's checkpoint folder")
     # rank 0 alone holds the lock: the other ranks of one torchrun job are the same run
     with run_lock(p.run_dir) if dinfo.is_main else contextlib.nullcontext(), stop_on_signals() as stop:
         if dinfo.is_main:  # this process holds the run: what a killed one left here is stale
             remove_stale_temps(p.run_dir, p.run_dir / ATTEMPTS, p.checkpoint_dir)
-        if (done := finished_record(p)) is not None:
-            if p.checkpoint_dir.exists() and dinfo.is_main:  # killed between the record and the clean-up
-                log.info("removing the leftover checkpoints of the finished run: %s", p.checkpoint_dir)
-                checkpoint.clear(p.checkpoint_dir)
-            if not p.rerun:
+        done = finished_record(p)
+        try:
+            identity = settle_checkpoint(p, done, dinfo.is_main)  # a refused checkpoint is a failed attempt
+            if done is not None and not p.rerun:
                 log.info("skipping %s: finished record with status %s exists (rerun=true runs it again)",
                          done["run_id"], done["status"])
                 return done
-        try:
-            return _run_locked(p, dinfo, stop, started)
+            return _run_locked(p, dinfo, stop, started, identity)
         except Preempted as e:
             e.signal = e.signal or stop.received  # run.py's exit code and message depend on it
             raise
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RunTooLong):  # nothing started: no record
             raise
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             if dinfo.is_main:
                 record_failure(p, e)
+            if isinstance(e, SystemExit):
+                raise RunFailed(f"SystemExit({e.code!r}) was raised inside the run (something called sys.exit or "
+                                f"exit): recorded as failed in {p.run_dir}") from e
+            if isinstance(e, OSError) and not isinstance(e, LRABenchError) and (
+                    failed := write_error(Path(e.filename or p.run_dir), "the run's files", e)) is not None:
+                raise failed from e
             raise
 
 
@@ -235,11 +313,14 @@ class Outcome:
     machine: dict[str, Any] | None = None  # load and other work on the cores during training (infra.machine)
 
 
-def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started: float) -> dict[str, Any]:
+def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started: float,
+                identity: dict[str, Any]) -> dict[str, Any]:
     """``run`` once this process holds the run's lock and the signal handlers are in place."""
     stop.phase = "data preparation"
     use_deterministic_algorithms(p.trainer.deterministic)
     device = distributed.setup(dinfo, p.device, p.trainer.batch_size)
+    if not dinfo.enabled and not checkpoint.exists(p.checkpoint_dir):  # before any data: too long, say so now
+        guard_run(p.model, p.task, p.trainer, device, p.trainer.max_steps, p.guard, p.profile)
     t0 = time.perf_counter()
     with stop_checked(stop.raise_if_received):  # generation and decoding loops stop at their next chunk
         data = p.task.load(p.cache_dir)
@@ -247,6 +328,7 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     log.info("data %s (%s, %.1fs): %s", p.task.name, "cache hit" if data.reused else "built",
              data_seconds, {s: len(y) for s, y in data.labels.items()})
     model = p.model.to(device)
+    watch_mixers(model)  # the mixer contract on the first training and evaluation batches (train/contract.py)
     params = sum(t.numel() for t in model.parameters())
     compiled = compile_enabled(p.trainer.compile, device)
     if compiled:
@@ -254,7 +336,7 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     if dinfo.enabled:
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     ckpt_dir = p.checkpoint_dir
-    outcome = _train_and_test(p, dinfo, stop, model, data, device, ckpt_dir)
+    outcome = _train_and_test(p, dinfo, stop, model, data, device, ckpt_dir, identity)
     peak = distributed.max_over_ranks(outcome.result.peak_memory_bytes if outcome.result else None, dinfo)
     if not dinfo.is_main:
         distributed.teardown(dinfo)
@@ -284,7 +366,7 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
 
 
 def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, model: torch.nn.Module,
-                    data: CachedSplits, device: torch.device, ckpt_dir: Path) -> Outcome:
+                    data: CachedSplits, device: torch.device, ckpt_dir: Path, identity: dict[str, Any]) -> Outcome:
     """Train, then evaluate on the test split; a divergence or failure becomes the outcome, a preemption raises."""
     splits = {s: (data.inputs[s], data.labels[s]) for s in ("train", "val", "test")}
     logger_settings = p.logger if dinfo.is_main else LoggerSettings(kind="none")
@@ -292,11 +374,11 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
         logger_settings = dataclasses.replace(logger_settings, group=f"sweep-{os.environ['LRA_BENCH_SWEEP']}")
     logger = build_logger(logger_settings, name=f"{p.attention}-{p.task.name}-{p.run_dir.name}",
                           config=p.config, tags=[p.attention, p.task.name, p.profile],
-                          out_dir=p.cache_dir / "wandb")
+                          out_dir=p.cache_dir)  # wandb adds wandb/
     outcome = Outcome(baseline_rss=rss_bytes())
     try:
         checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
-                                      stop_requested=stop.requested)
+                                      stop_requested=stop.requested, identity=identity)
         stop.phase, stop.polling = "training", True
         if stop.requested():  # a signal that came in between the data and the first step
             raise Preempted(None, f"data preparation ({stop.received})")
@@ -304,7 +386,8 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
         try:
             with use.measuring():
                 outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
-                                       checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world))
+                                       checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world),
+                                       profile=p.profile)
         finally:
             outcome.machine = use.summary()
         stop.phase, stop.polling = "the final test evaluation", False
@@ -321,12 +404,14 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
     except Diverged as e:
         stop.phase, stop.polling = "writing the record", True
         outcome.status, outcome.message = "diverged", str(e)
-    except Exception as e:  # noqa: BLE001 - any failure is recorded, then reported by run.py
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure (an exit too) is recorded, then reported
         stop.phase, stop.polling = "writing the record", True
         outcome.status = "oom" if is_oom(e) else "failed"
         outcome.message = f"{type(e).__name__}: {str(e)[:2000]}"
+        if isinstance(e, SystemExit):
+            outcome.message = f"SystemExit({e.code!r}) was raised inside the run (something called sys.exit or exit)"
         log.error("run ended with status %s: %s", outcome.status, outcome.message,
-                  exc_info=outcome.status == "failed")
+                  exc_info=outcome.status == "failed" and not isinstance(e, LRABenchError))  # ours say it all
     logger.finish(exit_code=0 if outcome.status == "ok" else 1)
     return outcome
 
@@ -339,6 +424,7 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
     sps = timer.steps_per_second() if timer else None
     tokens_per_step = p.trainer.batch_size * p.task.max_len * (2 if p.task.dual else 1)
     test_labels = data.labels["test"]
+    test_print = predictions.test_fingerprint(data.inputs["test"], test_labels)  # which test set it was scored on
     return {
         "best_val_acc": result.best_val_acc if result else None,
         "best_step": result.best_step if result else None,
@@ -347,7 +433,7 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
         "val_examples": int(len(data.labels["val"])),
         "test_majority_rate": float(np.bincount(test_labels).max() / len(test_labels)),
         predictions.FIELD: None if outcome.test_predicted is None else predictions.encode(
-            outcome.test_predicted, test_labels, predictions.test_fingerprint(data.inputs["test"], test_labels)),
+            outcome.test_predicted, test_labels, test_print),
         "examples": {s: int(len(y)) for s, y in data.labels.items()},
         "evals": result.evals if result else [],
         "steps": result.steps if result else None,
@@ -377,6 +463,7 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
         "python_version": platform.python_version(),
         "host": socket.gethostname(),
         "dataset_fingerprint": data.meta["fingerprint"],
+        "test_fingerprint": test_print,
         "dataset_source": data.meta.get("source"),
         "synthetic": bool(data.meta.get("synthetic", False)),  # synthetic runs never enter an LRA score
         "data_cache_reused": data.reused,

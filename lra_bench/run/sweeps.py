@@ -5,11 +5,23 @@ Each job's outcome is appended as one JSON line to ``<sweep dir>/jobs.jsonl`` by
 does not depend on the launcher. The sweep's process learns its sweep folder from the ``SweepSummary`` Hydra
 callback (configs/run.yaml) and prints the summary when the multirun ends -- also when a job failed, which makes
 Hydra stop with only the first failure's message -- and writes it to ``<sweep dir>/summary.txt``.
+
+Every job of the sweep is in the summary: ``on_multirun_start`` lists the jobs the sweeper will launch (Hydra's
+basic sweeper, the same expansion), and a job with no line in ``jobs.jsonl`` (the sweep stopped before it) is shown
+as ``not started``. A job whose configuration is invalid leaves a ``record.json`` with status ``invalid`` in its
+job folder (``<sweep dir>/<num>/``: it has no place in the results store).
+
+One sweep folder per sweep: the default folder is named by the second the sweep started, and a second sweep started
+in the same second gets ``<folder>-2`` (``claim_sweep_dir``, the ``lra_sweep_dir`` resolver of configs/run.yaml: the
+first sweep holds a lock on its folder for its whole life). A folder given on the command line
+(``hydra.sweep.dir=...``) that a running sweep holds is refused with one line.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import itertools
 import json
 import os
 import sys
@@ -19,19 +31,76 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from lra_bench.store.files import atomic_open
+from lra_bench.store.files import atomic_open, stable_hash, write_json_atomic
 
 JOBS_FILE = "jobs.jsonl"
 SUMMARY_FILE = "summary.txt"
-_state: dict[str, Path | None] = {"sweep_dir": None}
+LOCK_FILE = ".sweep.lock"
+NOT_STARTED = "not started"
+INVALID = "invalid configuration"
+_state: dict[str, Any] = {"sweep_dir": None, "planned": []}
+_held: dict[str, int] = {}  # sweep folders this process holds: folder -> the descriptor of its lock (kept open)
+
+
+def _lock(folder: Path) -> bool:
+    """Hold ``folder``'s sweep lock for the rest of this process's life; False when a live process holds it."""
+    if str(folder) in _held:
+        return True
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    os.set_inheritable(fd, False)
+    _held[str(folder)] = fd
+    return True
+
+
+def claim_sweep_dir(path: str) -> str:
+    """The ``lra_sweep_dir`` resolver (cached by OmegaConf, so every job of the sweep gets the same answer):
+    ``path`` when no running sweep holds it, else the first free ``path-2``, ``path-3``, ..."""
+    base = Path(path)
+    for i in itertools.count(1):
+        folder = base if i == 1 else base.with_name(f"{base.name}-{i}")
+        if _lock(folder):
+            return str(folder)
+    raise AssertionError("unreachable")
+
+
+def planned_jobs(config: DictConfig) -> list[list[str]]:
+    """The overrides of every job Hydra's basic sweeper launches for ``config``, in job order (empty for another
+    sweeper, whose expansion is its own)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = config.hydra.sweeper
+    if not str(sweeper.get("_target_", "")).endswith("BasicSweeper") or not GlobalHydra.instance().is_initialized():
+        return []
+    params = [f"{k}={v}" for k, v in (sweeper.get("params") or {}).items()]
+    parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+    overrides = parser.parse_overrides([*params, *config.hydra.overrides.task])
+    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
 
 
 class SweepSummary(Callback):
-    """Remembers the sweep folder in the sweep's own process (``on_multirun_start``); ``print_summary`` reads it."""
+    """Remembers the sweep folder and its jobs in the sweep's own process (``on_multirun_start``); ``print_summary``
+    reads them."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _state["sweep_dir"] = Path(config.hydra.sweep.dir)
-        jobs = _state["sweep_dir"] / JOBS_FILE
+        folder = Path(config.hydra.sweep.dir)
+        if not _lock(folder):
+            print(f"error: another sweep is running in {folder} (it holds {folder / LOCK_FILE}); wait for it to "
+                  "end, or give this one its own folder: hydra.sweep.dir=OTHER_FOLDER", file=sys.stderr)
+            raise SystemExit(2)
+        _state["sweep_dir"] = folder
+        try:
+            _state["planned"] = planned_jobs(config)
+        except Exception:  # noqa: BLE001 - the summary then lists the jobs that ran, as before
+            _state["planned"] = []
+        jobs = folder / JOBS_FILE
         if jobs.exists():  # the same sweep folder run again (a resumed sweep): this summary is this run's
             jobs.unlink()
 
@@ -54,19 +123,32 @@ def note_job(sweep_dir: Path | str, num: int, overrides: list[str], status: str,
         os.close(fd)
 
 
-def read_jobs(sweep_dir: Path | str) -> list[dict]:
-    """The last line of each job, in job order (unreadable lines skipped)."""
+def read_jobs(sweep_dir: Path | str, planned: list[list[str]] | None = None) -> list[dict]:
+    """The last line of each job, in job order (unreadable lines skipped); each of the ``planned`` jobs without a
+    line is there too, as ``not started``."""
     path = Path(sweep_dir) / JOBS_FILE
-    if not path.is_file():
-        return []
     latest: dict[int, dict] = {}
-    for text in path.read_text().splitlines():
+    for text in path.read_text().splitlines() if path.is_file() else []:
         try:
             entry = json.loads(text)
             latest[int(entry["job"])] = entry
         except (ValueError, KeyError, TypeError):
             continue
+    for num, overrides in enumerate(planned or []):
+        latest.setdefault(num, {"job": num, "overrides": list(overrides), "status": NOT_STARTED, "test_acc": None,
+                                "wall_s": None, "record": None, "message": "the sweep stopped before this job"})
     return [latest[k] for k in sorted(latest)]
+
+
+def invalid_record(folder: Path | str, num: int, overrides: list[str], message: str) -> Path:
+    """The record of a job whose configuration is invalid, in its job folder (it cannot be filed in the results
+    store: its task, mixer or hash may be what is invalid). Checksummed like every record."""
+    record = {"status": "invalid", "job": num, "overrides": list(overrides), "message": message,
+              "finished_at": dt.datetime.now(dt.UTC).isoformat()}
+    record["checksum"] = stable_hash(record, strict=True)
+    path = Path(folder) / "record.json"
+    write_json_atomic(path, record)
+    return path
 
 
 def _duration(seconds: float | None) -> str:
@@ -92,11 +174,15 @@ def summary(jobs: list[dict]) -> str:
     for j in jobs:
         kind = j["status"].split(" (")[0]
         counts[kind] = counts.get(kind, 0) + 1
-    bad = [j for j in jobs if not j["status"].startswith(("ok", "skipped"))]
+    bad = [j for j in jobs if not j["status"].startswith(("ok", "skipped", NOT_STARTED))]
+    waiting = [j for j in jobs if j["status"] == NOT_STARTED]
     out = [f"sweep summary ({len(jobs)} jobs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")", *lines]
     if bad:
         out.append("not ok:")
         out += [f"  job {j['job']} ({' '.join(j['overrides'])}): {j['status']}: {j['message']}" for j in bad]
+    if waiting:
+        out.append(f"{len(waiting)} job(s) not started: " + ", ".join(str(j["job"]) for j in waiting))
+    if bad or waiting:
         out.append("the same sweep command reruns exactly these (finished jobs are skipped)")
     return "\n".join(out)
 
@@ -106,7 +192,7 @@ def print_summary() -> None:
     sweep_dir, _state["sweep_dir"] = _state["sweep_dir"], None
     if sweep_dir is None:
         return
-    text = summary(read_jobs(sweep_dir))
+    text = summary(read_jobs(sweep_dir, _state["planned"]))
     print(text, file=sys.stderr)
     try:
         with atomic_open(sweep_dir / SUMMARY_FILE) as f:

@@ -1,5 +1,5 @@
-"""The paired test of a variant against a reference on the same test examples, accounting for seeds, and Holm's
-step-down correction across variants.
+"""The paired test of a variant against a reference on the same test examples, accounting for seeds, Holm's
+step-down correction across variants, and the two one-sided tests of equivalence and non-inferiority.
 
 For variant A (seeds a = 1..nA) and reference R (seeds 1..nR), ``c[s, i]`` = 1 when seed s got test example i
 right. The difference of mean accuracies d = mean_s acc_A,s - mean_s acc_R,s = mean_i (abar_i - rbar_i) varies
@@ -16,6 +16,14 @@ capped at nA + nR - 2: with 3 seeds a side the uncapped df (median 4.2) made the
 1.0 % of simulated null pairs, which Holm over 10 variants turned into a family-wise error of 10 %; capped, 0.16 %.
 It needs 2 or more seeds on each side: with one seed the seed-to-seed spread is unknown and no test is made.
 Vectorised over leading axes (the simulations in tests/test_stats.py run thousands at once).
+
+:func:`pairwise_paired` gives the same test for every pair of variants of a table at once (the confidence set for the
+best, :mod:`lra_bench.stats.best`).
+
+Equivalence within a margin m (:func:`tost`): two one-sided tests, H0 d <= -m and H0 d >= m, each at alpha; both
+rejected (p = the larger of the two <= alpha) shows |d| < m. A bar "at least the reference minus m" is shown when the
+one-sided lower confidence bound of d (:func:`lower_bound`) is at least -m -- the non-inferiority test, one half of
+the TOST -- never by the point estimate.
 
 Without per-example predictions (older records) :func:`welch_seeds` compares per-seed accuracies alone. That test is
 conditional on the test set: it leaves out the test-example term, so its standard error is never larger than the
@@ -53,6 +61,33 @@ def paired_difference(a, r) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return d, np.sqrt(var), np.minimum(df, na + nr - 2)
 
 
+def pairwise_paired(correct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(d, se, df), each (..., V, V), of :func:`paired_difference` for every ordered pair (row minus column) of the
+    V variants of ``correct`` (..., V, S, N): one test set, S >= 2 seeds each. The diagonal is d = 0, se = 0."""
+    c = np.asarray(correct, np.float64)
+    s, n = c.shape[-2], c.shape[-1]
+    if s < 2:
+        raise ValueError(f"the paired test needs >= 2 seeds per variant (got {s})")
+    acc = c.mean(-1)                                                        # (..., V, S)
+    mean = acc.mean(-1)                                                     # (..., V)
+    seed = acc.var(-1, ddof=1) / s
+    cbar = c.mean(-2)                                                       # (..., V, N)
+    centred = cbar - cbar.mean(-1, keepdims=True)
+    cov = centred @ np.swapaxes(centred, -1, -2) / (n - 1)                  # (..., V, V) over examples
+    var_diag = np.diagonal(cov, axis1=-2, axis2=-1)
+    within = c.var(-2, ddof=1).mean(-1) / s                                 # (..., V)
+    pair_var = var_diag[..., :, None] + var_diag[..., None, :] - 2 * cov    # var_i of cbar_A - cbar_B
+    example = np.maximum(pair_var / n - (within[..., :, None] + within[..., None, :]) / n, 0.0)
+    seed_a, seed_r = seed[..., :, None], seed[..., None, :]
+    var = seed_a + seed_r + example
+    denom = seed_a**2 / (s - 1) + seed_r**2 / (s - 1) + example**2 / (n - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(denom > 0, var**2 / np.where(denom > 0, denom, 1.0), np.inf)
+    eye = np.eye(mean.shape[-1], dtype=bool)
+    return (mean[..., :, None] - mean[..., None, :], np.where(eye, 0.0, np.sqrt(var)),
+            np.minimum(df, 2 * s - 2))
+
+
 def welch_seeds(acc_a, acc_r) -> tuple[float, float, float]:
     """(d, se, df) from per-seed accuracies alone (>= 2 seeds each): Welch's unpaired t over seeds."""
     a, r = np.asarray(acc_a, float), np.asarray(acc_r, float)
@@ -73,6 +108,32 @@ def p_value(d, se, df) -> np.ndarray:
     t = np.where(se > 0, t, np.where(d == 0, 0.0, np.inf))
     p = np.where(np.isinf(df), 2 * stats.norm.sf(t), 2 * stats.t.sf(t, np.where(np.isinf(df), 1.0, df)))
     return np.minimum(p, 1.0)
+
+
+def one_sided_p(d, se, df) -> np.ndarray:
+    """p of H0 "the true difference is <= 0" against "> 0": P(T >= d / se) (0 or 1 where se = 0, NaN where d or se
+    is NaN: untested)."""
+    d, se, df = np.broadcast_arrays(*(np.asarray(v, float) for v in (d, se, df)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = d / se
+    t = np.where(se > 0, t, np.where(d > 0, np.inf, -np.inf))
+    p = np.where(np.isinf(df), stats.norm.sf(t), stats.t.sf(t, np.where(np.isinf(df), 1.0, df)))
+    return np.where(np.isnan(se) | np.isnan(d), np.nan, p)
+
+
+def tost(d, se, df, margin) -> np.ndarray:
+    """p of the two one-sided tests of equivalence within +-``margin`` (same unit as d): the larger of the p's of
+    H0 d <= -margin and H0 d >= margin; <= alpha shows |true d| < margin at level alpha."""
+    d = np.asarray(d, float)
+    return np.maximum(one_sided_p(d + margin, se, df), one_sided_p(margin - d, se, df))
+
+
+def lower_bound(d, se, df, level: float = 0.95) -> np.ndarray:
+    """One-sided lower confidence bound of the true difference at ``level``: d - t_level * se. A bar "difference
+    >= -m" is shown when this is >= -m (non-inferiority at 1 - level)."""
+    d, se, df = np.broadcast_arrays(*(np.asarray(v, float) for v in (d, se, df)))
+    q = np.where(np.isinf(df), stats.norm.ppf(level), stats.t.ppf(level, np.where(np.isinf(df), 1.0, df)))
+    return d - q * se
 
 
 def holm_adjusted(pvalues) -> np.ndarray:

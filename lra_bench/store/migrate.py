@@ -3,7 +3,8 @@
 A record's identity is the hash of its resolved config (``records.semantic_hash``), and its folder is named by it.
 When the code moves a class that a config names (a task's ``_target_``), the same experiment gets another hash: its
 old records would be run again by a resumed sweep, and a report would not pair them with new ones. ``migrate_tree``
-rewrites such records (their config, hash, ``run_id`` and checksum; every other field, the commit and the
+rewrites such records, and those whose hash an earlier rule made (``legacy_hash``), (their config, hash, ``run_id``
+and checksum; every other field, the commit and the
 predictions included, as it was) and moves their folders to the new names. Each rename is listed in ``RENAMES``
 with the change that made it; ``python scripts/migrate_records.py DIR`` runs it over a results folder.
 """
@@ -17,8 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lra_bench.store.files import write_json_atomic
-from lra_bench.store.records import ATTEMPTS, RECORD_NAME, checksum, load_verified, run_dir, semantic_hash
+from lra_bench.store.files import stable_hash, write_json_atomic
+from lra_bench.store.records import (
+    ATTEMPTS,
+    NON_SEMANTIC_KEYS,
+    RECORD_NAME,
+    checksum,
+    load_verified,
+    run_dir,
+    semantic_hash,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +52,22 @@ def renamed(value: Any) -> Any:
     return value
 
 
+def legacy_hash(config: dict[str, Any]) -> str:
+    """The hash before ``records.NEUTRAL_DEFAULTS``: every key counted (a record made between a knob's addition and
+    its entry there carries this one)."""
+    return stable_hash({k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS})
+
+
 def migrated(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The record as the current layout would have written it, or None when it needs no change."""
+    """The record as the current code would have written it (renamed classes, today's hash), or None when it needs
+    no change. A record whose hash is not its config's (by today's rule or the legacy one) is refused."""
     config = renamed(record.get("config"))
-    if config == record.get("config") or not isinstance(config, dict):
+    if not isinstance(config, dict):
         return None
     new_hash = semantic_hash(config)
-    if semantic_hash(record["config"]) != record.get("config_hash"):
+    if config == record.get("config") and new_hash == record.get("config_hash"):
+        return None
+    if record.get("config_hash") not in (semantic_hash(record["config"]), legacy_hash(record["config"])):
         raise ValueError(f"its config_hash {record.get('config_hash')} is not the hash of its config: not migrated")
     folder = run_dir(Path("/"), record["task"], record["attention"], record["profile"], record["seed"], new_hash)
     out = {**record, "config": config, "config_hash": new_hash, "run_id": folder.name}

@@ -7,6 +7,8 @@ a reader sees either the previous complete record or the new complete one, never
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import subprocess
@@ -27,21 +29,26 @@ REQUIRED_FIELDS = (
 
 
 #: config sections that change where or how a run is reported, not what it computes (left out of the hash)
-NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun")
+NON_SEMANTIC_KEYS = ("paths", "logger", "hydra", "rerun", "resume", "guard")
 
 
-#: (section, key): value -- keys added after records existed, left out of the hash at that (default) value, so that
-#: the records made before them keep their identity; any other value is part of the hash
-OMITTED_AT_DEFAULT = {("trainer", "activation_checkpointing"): False}
+#: settings added after runs were recorded, each with the value that means "as before": a config holding exactly
+#: that value hashes as if the key were absent, so adding a knob leaves every earlier run's identity (its folder, its
+#: place in a report, a resumed sweep's skip) as it was. A new knob whose default changes nothing belongs here.
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("trainer", "schedule_steps"): None,  # issue 39: the schedule's own length (None: max_steps)
+    ("attention", "n_ssm"): None,  # issue 39: s4d's shared (A, B) sets (None: one per channel)
+    ("trainer", "activation_checkpointing"): False,  # issue 45: blocks recomputed in backward (bit-identical)
+}
 
 
 def semantic_hash(config: dict[str, Any]) -> str:
-    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS`` (and the keys of
-    ``OMITTED_AT_DEFAULT`` at their default): same hash = same experiment."""
+    """A run's identity: sha256 of its resolved config without ``NON_SEMANTIC_KEYS`` and without the keys of
+    ``NEUTRAL_DEFAULTS`` holding their neutral value: same hash = same experiment."""
     kept = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS}
-    for (section, key), default in OMITTED_AT_DEFAULT.items():
+    for (section, key), neutral in NEUTRAL_DEFAULTS.items():
         values = kept.get(section)
-        if isinstance(values, dict) and key in values and values[key] == default:
+        if isinstance(values, dict) and key in values and values[key] == neutral:
             kept[section] = {k: v for k, v in values.items() if k != key}
     return stable_hash(kept)
 
@@ -140,6 +147,18 @@ def read_tree(root: Path, pattern: str = RECORD_NAME) -> tuple[list[tuple[Path, 
 def read_records(results_dir: Path) -> list[dict[str, Any]]:
     """Every valid run record under ``results_dir`` (``read_tree``); corrupt ones are skipped with a warning."""
     return [record for _, record in read_tree(results_dir)[0]]
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """The version of the code that computes a result: sha256 (16 hex digits) of every source file of this
+    ``lra_bench`` package (path and bytes). Unlike ``git_commit`` it changes with uncommitted edits and stays the
+    same across commits that touch only docs, tests or configs (configs are in the config hash)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def git_commit() -> str | None:

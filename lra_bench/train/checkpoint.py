@@ -10,6 +10,10 @@ interruption or a full disk leaves the previous checkpoint intact; a checkpoint 
 match (truncated, corrupt) is skipped with a warning and the previous one is used. A kill between any two renames
 leaves a resumable pair (``load`` pairs metadata and files by checksum). A checkpoint that verifies but no longer
 fits the code (a parameter or buffer added since) is set aside (``set_aside``) and the run starts over.
+
+Identity: the metadata also holds the ``identity`` the caller gives ``save`` (the runner's: the config hash, the code
+version, and which finished record a rerun replaces); ``stored_identity`` reads it back, so a run can refuse a
+checkpoint that another configuration or other code wrote before anything is loaded.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lra_bench.store.files import disk_full_error, file_sha256, write_json_atomic
+from lra_bench.store.files import file_sha256, write_error, write_json_atomic
 
 log = logging.getLogger(__name__)
 CURRENT, PREVIOUS = "ckpt", "ckpt.prev"
@@ -49,18 +53,23 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save(directory: Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the current checkpoint; the old current one becomes the previous one."""
+def save(directory: Path, state: dict[str, Any], identity: dict[str, Any] | None = None) -> Path:
+    """Write ``state`` as the current checkpoint, with ``identity`` in its metadata; the old current one becomes the
+    previous one."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt.", suffix=".tmp")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ckpt.", suffix=".tmp")
+    except OSError as e:
+        raise (write_error(directory, "a checkpoint", e) or e) from e
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         torch.save(state, tmp_path)
         with tmp_path.open("rb") as f:
             os.fsync(f.fileno())
-        meta = {"step": int(state["step"]), "sha256": file_sha256(tmp_path), "format": FORMAT}
+        meta = {"step": int(state["step"]), "sha256": file_sha256(tmp_path), "format": FORMAT,
+                "identity": identity}
         current = directory / f"{CURRENT}.pt"
         if current.exists() and (directory / f"{CURRENT}.json").exists():
             shutil.copyfile(directory / f"{CURRENT}.json", directory / f".{PREVIOUS}.json.tmp")
@@ -69,9 +78,11 @@ def save(directory: Path, state: dict[str, Any]) -> Path:
         os.replace(tmp_path, current)
         write_json_atomic(directory / f"{CURRENT}.json", meta)
     except BaseException as e:
+        written = tmp_path.stat().st_size if tmp_path.exists() else None
         tmp_path.unlink(missing_ok=True)
-        if isinstance(e, OSError | RuntimeError) and (full := disk_full_error(directory, "a checkpoint", e)):
-            raise full from e  # torch.save reports a full disk as "RuntimeError: ... unexpected pos"
+        if isinstance(e, OSError | RuntimeError) and (failed := write_error(directory / f"{CURRENT}.pt",
+                                                                           "a checkpoint", e, written)):
+            raise failed from e  # torch.save reports a full disk or a file-size limit as "RuntimeError: unexpected pos"
         raise
     return directory / f"{CURRENT}.pt"
 
@@ -119,6 +130,26 @@ def load(directory: Path) -> dict[str, Any] | None:
     return None
 
 
+NO_IDENTITY: dict[str, Any] = {}  # what ``stored_identity`` returns for a checkpoint written before identities
+
+
+def stored_identity(directory: Path) -> dict[str, Any] | None:
+    """The identity saved with the newest checkpoint metadata in ``directory`` (``NO_IDENTITY`` when it predates
+    identities), or None when there is no readable checkpoint metadata at all."""
+    found = []
+    for name in (CURRENT, PREVIOUS):
+        try:
+            meta = json.loads((Path(directory) / f"{name}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get("step"), int):
+            found.append(meta)
+    if not found:
+        return None
+    newest = max(found, key=lambda m: m["step"])
+    return newest.get("identity") if isinstance(newest.get("identity"), dict) else NO_IDENTITY
+
+
 def set_aside(directory: Path, why: str) -> Path:
     """Move the checkpoints of ``directory`` that cannot be resumed (``why``) out of the run's way, to a sibling
     ``<name>.unusable-<time>`` kept for inspection, so the run starts over instead of failing on every rerun."""
@@ -134,3 +165,8 @@ def set_aside(directory: Path, why: str) -> Path:
 def clear(directory: Path) -> None:
     """Remove a finished run's checkpoints (its record is the result)."""
     shutil.rmtree(directory, ignore_errors=True)
+
+
+def exists(directory: Path) -> bool:
+    """Whether ``directory`` holds a checkpoint's metadata (cheap: nothing is read or verified; ``load`` does that)."""
+    return any((Path(directory) / f"{name}.json").is_file() for name in (CURRENT, PREVIOUS))

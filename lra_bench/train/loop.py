@@ -81,7 +81,7 @@ def make_optimizer(
     groups = param_groups(model, s.lr, s.weight_decay, peak_factor(s.schedule, s.warmup_steps))
     optimizer = torch.optim.AdamW(groups, lr=s.lr, betas=(s.beta1, s.beta2), eps=s.eps, weight_decay=s.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.max_steps)
+        optimizer, lambda step: lr_factor(step, s.schedule, s.warmup_steps, s.schedule_steps or s.max_steps)
     )
     return optimizer, scheduler
 
@@ -115,6 +115,7 @@ class Checkpointing:
     directory: Path | None = None
     every: int = 0  # steps; 0 = only when stopping
     stop_requested: Callable[[], bool] = lambda: False
+    identity: dict[str, object] | None = None  # saved with every checkpoint (checkpoint.stored_identity reads it)
 
 
 @dataclass
@@ -141,12 +142,14 @@ def train(
     on_metrics: Callable[[dict[str, float], int], None] = lambda metrics, step: None,
     checkpointing: Checkpointing | None = None,
     shard: Shard | None = None,
+    profile: str | None = None,
 ) -> TrainResult:
     """Train ``model`` in place; on return it holds the best-validation weights.
 
     With ``checkpointing.directory`` set, training resumes from the newest valid checkpoint there and
     writes one every ``checkpointing.every`` steps; a resumed run is bit-identical to an uninterrupted one
-    on CPU. ``model`` may be DistributedDataParallel-wrapped; ``shard`` then selects this rank's slice.
+    on CPU. ``model`` may be DistributedDataParallel-wrapped; ``shard`` then selects this rank's slice. ``profile``
+    (the run's) keeps the advice for a long run from naming that same profile.
     """
     s = settings
     ckpt = checkpointing or Checkpointing()
@@ -199,7 +202,7 @@ def train(
             "timer": timer.state_dict(), "seconds": {**seconds, "loop": seconds["loop"] + time.perf_counter() - t_loop},
             "peak_memory_bytes": max(filter(None, [peak_before, peak_memory_bytes(device)]), default=None),
             "restarts": restarts,
-        })
+        }, identity=ckpt.identity)
 
     train_x, train_y = data["train"]
     batches = train_batches(train_x, train_y, s.batch_size, seed, start_step=start)
@@ -240,7 +243,8 @@ def train(
                 log.info("step %d loss %.4f acc %.4f lr %.2e steps/s %s%s", step, metrics["train/loss"],
                          metrics["train/acc"], metrics["train/lr"], f"{sps:.2f}" if sps else "n/a",
                          f" ETA {clock((s.max_steps - step) / sps)}" if sps else "")  # evaluations not included
-                if sps and not advised and (advice := training_advice(s.max_steps - step, sps)) is not None:
+                advice = training_advice(s.max_steps - step, sps, profile) if sps and not advised else None
+                if advice is not None:
                     log.warning("%s", advice)  # once per run, at the first measured speed
                     advised = True
                 on_metrics(metrics, step)

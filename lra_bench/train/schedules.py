@@ -1,10 +1,15 @@
-"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``).
+"""LRA's learning-rate schedules (``utils/train_utils.py::create_learning_rate_scheduler``), and s4's cosine.
 
-The rate is a product of factors evaluated at the optimizer step t (0 for the first update):
+The rate is a product of factors evaluated at the optimizer step t (0 for the first update); ``total`` is the
+schedule's horizon (``trainer.schedule_steps``, by default ``max_steps``):
     rsqrt:  constant * min(1, t / warmup) / sqrt(max(t, warmup))          (ListOps, Text, Retrieval)
     cosine: constant * min(1, t / warmup) * max(0, 0.5 (1 + cos(pi * ((max(0, t - warmup) / total) % 1))))
-            (image tasks; one cycle over the whole run)
+            (image tasks; one cycle over the whole run: it decays over ``total`` steps counted from the end of the
+            warm-up, so at t = total it is still 0.5 (1 + cos(pi (total - warmup) / total)), 0.0245 with 10 % warm-up)
     constant: constant * min(1, t / warmup)
+    cosine_to_zero: constant * t / warmup during the warm-up, then max(0, 0.5 (1 + cos(pi (t - warmup) /
+            (total - warmup)))): zero at t = total. The s4 repository's ``cosine_warmup`` (transformers'
+            ``get_cosine_schedule_with_warmup``, half a cycle), used by ``profile=s4`` only.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Literal, get_args
 
 from lra_bench.checks import check_choice
 
-Schedule = Literal["rsqrt", "cosine", "constant"]  # the names ``trainer.schedule`` accepts (checked against it)
+#: the names ``trainer.schedule`` accepts (checked against it)
+Schedule = Literal["rsqrt", "cosine", "constant", "cosine_to_zero"]
 
 
 # each takes the warm-up factor first: (warm, step, warmup_steps, total_steps) -> the rate's multiplier
@@ -32,7 +38,15 @@ def _constant(warm: float, step: int, warmup_steps: int, total_steps: int) -> fl
     return warm
 
 
-DECAY: dict[str, Callable[[float, int, int, int], float]] = {"rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant}
+def _cosine_to_zero(warm: float, step: int, warmup_steps: int, total_steps: int) -> float:
+    if step < warmup_steps:
+        return warm
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+DECAY: dict[str, Callable[[float, int, int, int], float]] = {
+    "rsqrt": _rsqrt, "cosine": _cosine, "constant": _constant, "cosine_to_zero": _cosine_to_zero}
 assert set(DECAY) == set(get_args(Schedule)), "every Schedule name needs its factor in DECAY"
 
 

@@ -42,10 +42,11 @@ from typing import Any
 
 import numpy as np
 
+from lra_bench.checks import Count, Seed
 from lra_bench.data.cache import CachedSplits, load_or_build
+from lra_bench.data.hf_source import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
 from lra_bench.data.pixels import pool_pixels
 from lra_bench.data.task import Task
-from lra_bench.data.text.task import check_subset_sizes, find_hf_parquet, hub_url, load_hub, read_parquet, subsample
 from lra_bench.errors import ConfigError, DataError
 from lra_bench.infra.progress import tracked
 from lra_bench.store.files import file_sha256, stable_hash
@@ -151,13 +152,13 @@ class ImageTask(Task):
     name: str = "image"
     source: str = "auto"
     data_dir: str | None = None
-    max_len: int = NUM_PIXELS
-    synthetic_sizes: list[int] = field(default_factory=lambda: [512, 128, 128])
-    split_seed: int | None = None
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    subset_seed: int = 0
-    downsample: int = 1
+    max_len: Count = NUM_PIXELS
+    synthetic_sizes: list[Count] = field(default_factory=lambda: [512, 128, 128])
+    split_seed: Seed | None = None
+    max_train_examples: Count | None = None
+    max_eval_examples: Count | None = None
+    subset_seed: Seed = 0
+    downsample: Count = 1
 
     vocab_size = 256
     num_classes = 10

@@ -26,9 +26,12 @@ import random
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import numpy as np
 
+from lra_bench.checks import Count, NonNegativeInt, Range, Seed
+from lra_bench.infra.children import pool_worker_init, spawning, start_pool_services
 from lra_bench.infra.progress import tracked
 
 MIN, MAX, MED, SUM_MOD, END = "[MIN", "[MAX", "[MED", "[SM", "]"
@@ -55,15 +58,15 @@ class ListOpsSpec:
     ``data_key()``.
     """
 
-    num_train: int = 96_000
-    num_val: int = 2_000
-    num_test: int = 2_000
-    max_depth: int = 10
-    max_args: int = 10
-    min_length: int = 500
-    max_length: int = 2000
-    seed: int = 0
-    workers: int = 0
+    num_train: Count = 96_000
+    num_val: Count = 2_000
+    num_test: Count = 2_000
+    max_depth: Count = 10
+    max_args: Annotated[int, Range(2, why="an operator takes 2 or more arguments")] = 10
+    min_length: NonNegativeInt = 500
+    max_length: Count = 2000
+    seed: Seed = 0
+    workers: NonNegativeInt = 0
 
     def data_key(self) -> dict[str, int]:
         """What determines the rows: every flag but ``workers``, plus the generator version."""
@@ -213,7 +216,10 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
     pool = None
     if workers > 1 and total > size:
         # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        # workers die with this process, even SIGKILLed, and leave the stop signals to it (infra/children.py)
+        start_pool_services()
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=pool_worker_init, initargs=(os.getpid(),))
     try:
         while len(unique) < total:
             if next_chunk >= max_chunks:
@@ -226,7 +232,8 @@ def generate(spec: ListOpsSpec) -> dict[str, list[tuple[str, int]]]:
             chunks = range(next_chunk, min(next_chunk + wanted, max_chunks))
             next_chunk = chunks.stop
             jobs = [(spec, c, size) for c in chunks]
-            results = pool.map(_generate_chunk_star, jobs) if pool else map(_generate_chunk_star, jobs)
+            with spawning():  # workers start here, with the stop signals blocked until they ignore them
+                results = pool.map(_generate_chunk_star, jobs) if pool else map(_generate_chunk_star, jobs)
             for rows in tracked(results, len(jobs), f"generate ListOps ({total:,} rows)", "chunk"):  # chunk order
                 consume(rows)
     finally:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from lra_bench.checks import positive, to_dataclass
+from lra_bench.checks import Count, to_dataclass
 from lra_bench.data.cache import CachedSplits, files_verified, load_or_build, record_files
 from lra_bench.data.listops import files as listops
 from lra_bench.data.listops.generate import ListOpsSpec, effective_workers, generate
@@ -39,8 +39,8 @@ class ListOpsTask(Task):
     name: str = "listops"
     source: str = "auto"
     data_dir: str | None = None
-    max_len: int = 2000
-    synthetic_sizes: list[int] = field(default_factory=lambda: [2048, 256, 256])
+    max_len: Count = 2000
+    synthetic_sizes: list[Count] = field(default_factory=lambda: [2048, 256, 256])
     generator: dict[str, Any] = field(default_factory=dict)
 
     vocab_size = listops.VOCAB_SIZE
@@ -55,13 +55,7 @@ class ListOpsTask(Task):
         if self.source == "files" and self.data_dir is None:
             raise ConfigError("task.source=files needs task.data_dir=/path/to/lra_release/listops-1000")
         self.spec = to_dataclass(ListOpsSpec, self.generator, "task.generator")
-        s = self.spec
-        positive("task.generator", num_train=s.num_train, num_val=s.num_val, num_test=s.num_test,
-                 max_depth=s.max_depth, max_length=s.max_length)
-        if s.workers < 0:
-            raise ConfigError(f"task.generator.workers must be >= 0 (0 = one per usable CPU core), got {s.workers}")
-        if s.max_args < 2:
-            raise ConfigError(f"task.generator.max_args must be >= 2, got {s.max_args}")
+        s = self.spec  # each flag's type and range are checked by to_dataclass (ListOpsSpec's annotations)
         if s.min_length >= s.max_length - 1:
             raise ConfigError(
                 f"task.generator.min_length={s.min_length} must be < max_length - 1={s.max_length - 1}"

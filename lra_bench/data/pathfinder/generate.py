@@ -60,12 +60,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from lra_bench.checks import Count, NonNegativeInt, PositiveFloat, Probability, Range, check_fields
 from lra_bench.data.pathfinder.render import bytescale, ceil_coord, marker_image, paddle_window, stamp_half
 from lra_bench.errors import ConfigError
+from lra_bench.infra.children import pool_worker_init, spawning, start_pool_services
 from lra_bench.infra.progress import tracked
 
 log = logging.getLogger(__name__)
@@ -106,27 +108,28 @@ GENERATOR_VERSION = 3  # bump when the output of a spec changes, so cached data 
 class PathfinderSpec:
     """Every argument of the generator (names as in the published ``snakes2_wrapper.Args``)."""
 
-    window_size: int = 32
-    padding: int = 1
-    antialias_scale: int = 2
-    seed_distance: int = 7
-    marker_radius: float = 1.5
-    contour_length: int = 14
-    distractor_length: int = 4
-    num_distractor_snakes: int = 5
-    snake_contrast_list: tuple[float, ...] = (2.0,)
-    paddle_contrast_list: tuple[float, ...] = (0.75,)
-    continuity: float = 1.0
-    paddle_length: int = 2
-    paddle_thickness: float = 0.5
-    paddle_margin_list: tuple[int, ...] = (1,)
-    max_paddle_retrial: int = 2
-    max_distractor_contour_retrial: int = 4
-    distractor_keep: float = 1.0  # probability that each distractor snake is attempted (1 = the published code)
-    max_target_retrial: int = 100_000  # attempts at the two target snakes (mean ~500 for 128 px, contour 14)
+    window_size: Count = 32
+    padding: NonNegativeInt = 1
+    antialias_scale: Count = 2
+    seed_distance: Count = 7
+    marker_radius: PositiveFloat = 1.5
+    contour_length: Annotated[int, Range(2, why="the markers sit on both ends")] = 14
+    distractor_length: Count = 4
+    num_distractor_snakes: NonNegativeInt = 5
+    snake_contrast_list: tuple[PositiveFloat, ...] = (2.0,)
+    paddle_contrast_list: tuple[PositiveFloat, ...] = (0.75,)
+    continuity: PositiveFloat = 1.0
+    paddle_length: Count = 2
+    paddle_thickness: PositiveFloat = 0.5
+    paddle_margin_list: tuple[NonNegativeInt, ...] = (1,)
+    max_paddle_retrial: NonNegativeInt = 2
+    max_distractor_contour_retrial: NonNegativeInt = 4
+    distractor_keep: Probability = 1.0  # probability that each distractor snake is attempted (1 = the published code)
+    max_target_retrial: Count = 100_000  # attempts at the two target snakes (mean ~500 for 128 px, contour 14)
     difficulty: str = "curv_contour_length_14"
 
     def __post_init__(self) -> None:
+        check_fields(self, "task.generator")  # types, finiteness, the declared ranges
         for key in ("window_size", "antialias_scale", "seed_distance", "paddle_length", "distractor_length"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"pathfinder generator: {key} must be > 0, got {getattr(self, key)}")
@@ -652,8 +655,12 @@ def generate(spec: PathfinderSpec, root: Path, num_images: int, seed: int = 0, i
     if workers > 1 and len(todo) > 1:
         # spawn, not fork: the caller may hold threads (torch) that a forked child would inherit broken
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-            list(tracked(pool.map(_generate_batch_star, todo), len(todo), desc, "batch", shorten))
+        start_pool_services()
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx, initializer=pool_worker_init,
+                                 initargs=(os.getpid(),)) as pool:  # workers die with this process (infra/children.py)
+            with spawning():  # workers start here, with the stop signals blocked until they ignore them
+                results = pool.map(_generate_batch_star, todo)
+            list(tracked(results, len(todo), desc, "batch", shorten))
     else:
         for args in tracked(todo, len(todo), desc, "batch", shorten):
             generate_batch(*args)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from lra_bench.checks import Count, NonNegativeInt, Seed
 from lra_bench.data.cache import CachedSplits, load_or_build
 from lra_bench.data.pathfinder import files as pathfinder
 from lra_bench.data.pathfinder.generate import GENERATOR_VERSION, RESOLUTION_PRESETS, generate, spec_for
@@ -54,16 +55,16 @@ class PathfinderTask(Task):
     name: str = "pathfinder"
     source: str = "auto"
     data_dir: str | None = None
-    max_len: int = 1024
-    synthetic_sizes: list[int] = field(default_factory=lambda: [2048, 256, 256])
-    resolution: int = 32
+    max_len: Count = 1024
+    synthetic_sizes: list[Count] = field(default_factory=lambda: [2048, 256, 256])
+    resolution: Count = 32
     difficulty: str = "curv_contour_length_14"
-    num_images: int = 200_000
-    split_seed: int = 0
-    gen_seed: int = 0
-    gen_workers: int = 0
+    num_images: Count = 200_000
+    split_seed: Seed = 0
+    gen_seed: Seed = 0
+    gen_workers: NonNegativeInt = 0
     generator: dict[str, Any] = field(default_factory=dict)
-    downsample: int = 1
+    downsample: Count = 1
 
     vocab_size = 256
     num_classes = 2
@@ -193,6 +194,6 @@ class PathXTask(PathfinderTask):
     """Path-X: Pathfinder at 128x128 = 16,384 tokens (LRA ``pathfinder128_hard``); same args as Pathfinder."""
 
     name: str = "pathx"
-    max_len: int = 16384
-    resolution: int = 128
-    synthetic_sizes: list[int] = field(default_factory=lambda: [256, 32, 32])
+    max_len: Count = 16384
+    resolution: Count = 128
+    synthetic_sizes: list[Count] = field(default_factory=lambda: [256, 32, 32])

@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from lra_bench.checks import Count, Seed
 from lra_bench.data import bytes as byte_tokens
 from lra_bench.data.cache import CachedSplits, load_or_build
 from lra_bench.data.task import Task
@@ -112,12 +113,12 @@ class RetrievalTask(Task):
     name: str = "retrieval"
     source: str = "auto"
     data_dir: str | None = None
-    max_len: int = 4000
-    synthetic_sizes: list[int] = field(default_factory=lambda: [256, 64, 64])
-    interaction: str = "concat"
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    subset_seed: int = 0
+    max_len: Count = 4000
+    synthetic_sizes: list[Count] = field(default_factory=lambda: [256, 64, 64])
+    interaction: Literal["concat", "nli"] = "concat"
+    max_train_examples: Count | None = None
+    max_eval_examples: Count | None = None
+    subset_seed: Seed = 0
 
     vocab_size = byte_tokens.VOCAB_SIZE
     num_classes = 2

@@ -6,30 +6,45 @@ efficiency benchmark, its cells and the scripts all build through here, so a con
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import random
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from lra_bench.build.attention import attention_class, build_attention_factory
-from lra_bench.build.config import CONFIG_DIR, config_hash, container, group_options, resolve_class, section_dataclass
-from lra_bench.checks import check_kwargs
+from lra_bench.checks import Seed, check_kwargs, check_value, non_finite
+from lra_bench.config.attention import attention_class, build_attention_factory
+from lra_bench.config.sections import (
+    CONFIG_DIR,
+    config_hash,
+    container,
+    group_options,
+    resolve_class,
+    run_container,
+    section_dataclass,
+)
 from lra_bench.errors import ConfigError
 from lra_bench.infra.loggers import LoggerSettings
 from lra_bench.models.encoder import Classifier, DualClassifier, Encoder
 from lra_bench.models.ssm import LinearDecoder, SSMEncoder
 from lra_bench.store.files import inside, stable_hash
 from lra_bench.store.records import run_dir
+from lra_bench.train.estimate import GuardSettings
 from lra_bench.train.settings import TrainerSettings
 
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
 TRANSFORMER_ONLY = frozenset({"num_heads", "mlp_dim", "positions", "pool"})  # model keys the state-space block lacks
 RUN_SECTIONS = ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed")
+RESUME = Literal["auto", "force"]  # auto: resume only this run's own checkpoint (config hash, code); force: any
+#: the environment variable behind each folder of configs/paths/default.yaml
+PATH_ENV = {"results_dir": "LRA_RESULTS_DIR", "cache_dir": "LRA_CACHE_DIR", "bench_dir": "LRA_BENCH_DIR"}
 
 
 @dataclass
@@ -50,6 +65,14 @@ class Plan:
     device: torch.device
     config: dict[str, Any]  # the resolved config, as the record and the logger keep it
     rerun: bool = False  # run again even when a finished record exists
+    guard: GuardSettings = field(default_factory=GuardSettings)  # the longest run that starts unforced
+    resume: str = "auto"  # "force": resume a checkpoint whose config hash or code version differs from this run's
+
+    @property
+    def model_name(self) -> str:
+        """The block that was built: "encoder" (the Transformer of configs/model/encoder.yaml) or "ssm"."""
+        encoder = getattr(self.model, "encoder", None) or getattr(self.model, "ssm", None)
+        return "ssm" if isinstance(encoder, SSMEncoder) else "encoder"
 
     @property
     def run_dir(self) -> Path:
@@ -93,6 +116,11 @@ def build_task(section: DictConfig | dict[str, Any]) -> Any:
     cls = resolve_class(target, Task, "task", names)
     same_class = [n for n in names if OmegaConf.load(CONFIG_DIR / "task" / f"{n}.yaml").get("_target_") == target]
     check_name("task", values.get("name"), same_class)
+    built = getattr(cls.__dataclass_fields__.get("name"), "default", None)  # the task the class is
+    if isinstance(built, str) and values.get("name") != built:
+        raise ConfigError(f"task._target_={target} builds the {built} task, but this config is task.name="
+                          f"{values.get('name')!r}: its records would be filed under the wrong task; choose "
+                          f"task={built} instead of overriding task._target_")
     return section_dataclass(cls, values, "task")
 
 
@@ -108,9 +136,12 @@ def build_model(model_section: DictConfig | dict[str, Any], attention_section: D
             raise ConfigError(f"model=ssm has no {', '.join(foreign)} (Transformer-block sizes, set by this profile); "
                               "use profile=s4, or drop them on the command line, e.g. "
                               + " ".join(f"~model.{k}" for k in foreign))
-        check_kwargs(SSMEncoder, model_kwargs, "model (model=ssm)", supplied=TASK_SUPPLIED_TO_ENCODER)
-        ssm = SSMEncoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
-                         max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+        check_kwargs(SSMEncoder, model_kwargs, "model (model=ssm)", supplied=TASK_SUPPLIED_TO_ENCODER,
+                     prefix="model")
+        factory = build_attention_factory(attention_cfg)
+        with mixer_built(factory):
+            ssm = SSMEncoder(attention=factory, vocab_size=task.vocab_size, max_len=task.max_len, pad_id=task.pad_id,
+                             **model_kwargs)
         if task.dual:
             return DualClassifier(ssm, model_kwargs["dim"], task.num_classes, task.interaction)
         return LinearDecoder(ssm, task.num_classes)
@@ -121,11 +152,29 @@ def build_model(model_section: DictConfig | dict[str, Any], attention_section: D
         raise ConfigError("model.norm and model.prenorm belong to the state-space block: add model=ssm "
                           "(profile=s4 is written for `model=ssm attention=s4d`)")
     check_kwargs(Encoder, model_kwargs, "model", supplied=TASK_SUPPLIED_TO_ENCODER)
-    encoder = Encoder(attention=build_attention_factory(attention_cfg), vocab_size=task.vocab_size,
-                      max_len=task.max_len, pad_id=task.pad_id, **model_kwargs)
+    factory = build_attention_factory(attention_cfg)
+    with mixer_built(factory):
+        encoder = Encoder(attention=factory, vocab_size=task.vocab_size, max_len=task.max_len, pad_id=task.pad_id,
+                          **model_kwargs)
     if task.dual:
         return DualClassifier(encoder, model_kwargs["mlp_dim"], task.num_classes, task.interaction)
     return Classifier(encoder, mlp_dim=model_kwargs["mlp_dim"], num_classes=task.num_classes)
+
+
+@contextlib.contextmanager
+def mixer_built(factory: functools.partial) -> Iterator[None]:
+    """Any error a mixer's constructor raises (torch's own checks included) becomes one ConfigError naming the mixer
+    and its settings: a setting no declared range caught still fails as a configuration, before any data."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, RuntimeError, ArithmeticError, IndexError) as e:
+        name = getattr(factory.func, "name", factory.func.__name__)
+        knobs = " ".join(f"attention.{k}={v!r}" for k, v in factory.keywords.items()) or "its defaults"
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise ConfigError(f"attention={name} cannot be built with {knobs}: {type(e).__name__}: {first}; change "
+                          "those settings") from e
 
 
 def resolve_device(name: str) -> torch.device:
@@ -156,10 +205,16 @@ def plan(cfg: DictConfig) -> Plan:
     for key in RUN_SECTIONS:
         if key not in cfg:
             raise ConfigError(f"config has no '{key}' section; run through run.py or compose configs/run.yaml")
-    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {cfg.seed!r}")
-    if not isinstance(cfg.get("rerun", False), bool):
-        raise ConfigError(f"rerun must be true or false, got {cfg.rerun!r}")
+    config = run_container(cfg)
+    if (found := non_finite(config)) is not None:  # any number anywhere: NaN and inf train nonsense or break records
+        raise ConfigError(f"{found[0]}={found[1]} is not a finite number; fix it in the config or on the command line")
+    check_value("", "seed", config["seed"], Seed, prefix="")
+    check_value("", "rerun", config.get("rerun", False), bool, prefix="")
+    check_value("", "resume", config.get("resume", "auto"), RESUME, prefix="")
+    for key, env in PATH_ENV.items():
+        if config["paths"].get(key) == "":
+            raise ConfigError(f"paths.{key} is empty ({env} set to an empty string?): unset {env} to use the "
+                              f"default folder, or set it to a folder")
     name = attention_class(cfg.attention).name
     task = build_task(cfg.task)
     check_name("profile", cfg.profile.get("name"), group_options("profile"))
@@ -172,8 +227,8 @@ def plan(cfg: DictConfig) -> Plan:
     task.check_source()
     seed_everything(cfg.seed)
     model = build_model(cfg.model, cfg.attention, task)
-    config = container(cfg)
+    guard = section_dataclass(GuardSettings, cfg.get("guard") or {}, "guard")
     return Plan(attention=name, task=task, model=model, trainer=trainer, logger=logger, seed=int(cfg.seed),
                 profile=str(cfg.profile.name), results_dir=Path(cfg.paths.results_dir),
                 cache_dir=Path(cfg.paths.cache_dir), config_hash=config_hash(config), device=device, config=config,
-                rerun=bool(cfg.get("rerun", False)))
+                rerun=bool(cfg.get("rerun", False)), resume=str(config.get("resume", "auto")), guard=guard)

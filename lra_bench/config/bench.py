@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from lra_bench.build.attention import attention_name
-from lra_bench.build.config import NON_SEMANTIC_KEYS, container, section_dataclass
-from lra_bench.build.plan import TRANSFORMER_ONLY, build_model, build_task, resolve_device
 from lra_bench.checks import positive
+from lra_bench.config.attention import attention_name
+from lra_bench.config.plan import TRANSFORMER_ONLY, build_model, build_task, resolve_device
+from lra_bench.config.sections import NON_SEMANTIC_KEYS, container, section_dataclass
 from lra_bench.errors import ConfigError
 
 log = logging.getLogger(__name__)

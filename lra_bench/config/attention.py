@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from lra_bench.attention.base import TokenMixer, list_attentions
-from lra_bench.build.config import container, resolve_class
 from lra_bench.checks import check_kwargs
+from lra_bench.config.sections import container, resolve_class
 from lra_bench.errors import ConfigError
 
 #: the only arguments the encoder passes to an attention class
@@ -43,5 +43,5 @@ def build_attention_factory(cfg: DictConfig | dict[str, Any]) -> Callable[..., T
     knobs: dict[str, Any] = {
         k: v for k, v in container(cfg).items() if k not in ("_target_", "_partial_")
     }
-    check_kwargs(cls, knobs, where=f"attention={cls.name}", supplied=ENCODER_SUPPLIED)
+    check_kwargs(cls, knobs, where=f"attention={cls.name}", supplied=ENCODER_SUPPLIED, prefix="attention")
     return functools.partial(cls, **knobs)

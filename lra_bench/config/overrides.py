@@ -16,6 +16,7 @@ from hydra.core.override_parser.types import Override, ValueType
 from omegaconf import DictConfig
 
 from lra_bench.checks import closest
+from lra_bench.config.mixers import registered_options
 
 #: flags that select another primary config: the check is skipped then
 CONFIG_FLAGS = ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd")
@@ -123,6 +124,8 @@ def check_overrides(args: Sequence[str], config_dir: Path, config_name: str) -> 
         if o.key_or_group.split("/")[0].split(".")[0] == "hydra" or o.package is not None:
             continue
         options = group_options(config_dir, o.key_or_group)
+        if registered := registered_options(o.key_or_group):  # your own mixers (LRA_MIXERS), no YAML file
+            options = sorted({*(options or []), *registered})
         for folder in extra:  # your own config folders (hydra.searchpath) add options to the groups
             more = group_options(folder, o.key_or_group)
             options = sorted({*(options or []), *more}) if more is not None else options

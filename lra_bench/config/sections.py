@@ -1,7 +1,7 @@
 """The Hydra side of validation: config sections as plain dicts and dataclasses, the class a ``_target_`` names, the
 config groups of this checkout, and the config hash that identifies a run.
 
-Only ``lra_bench.build`` (and the entry points above it) read a DictConfig: what it hands down is typed (the
+Only ``lra_bench.config`` (and the entry points above it) read a DictConfig: what it hands down is typed (the
 dataclasses of ``plan.Plan``) or plain (dicts checked by ``lra_bench.checks``).
 """
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from lra_bench.checks import to_dataclass
 from lra_bench.errors import ConfigError
@@ -25,10 +26,23 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 def container(section: DictConfig | dict[str, Any]) -> dict[str, Any]:
     """A config section as a plain, resolved dict (a dict is copied as it is)."""
     if isinstance(section, DictConfig):
-        values = OmegaConf.to_container(section, resolve=True)
+        try:
+            values = OmegaConf.to_container(section, resolve=True, throw_on_missing=True)
+        except MissingMandatoryValue as e:  # '???': e.g. a knob of your own mixer without a default
+            raise ConfigError(f"{e.full_key} has no value (its class gives no default): set it on the command line, "
+                              f"{e.full_key}=VALUE, or in its config") from None
         assert isinstance(values, dict)
         return values
     return dict(section)
+
+
+def run_container(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+    """A whole run config as a plain, resolved dict, without Hydra's own ``hydra`` node (present when a config is
+    composed with ``return_hydra_config``; it is not part of the experiment and its interpolations are Hydra's)."""
+    if not isinstance(cfg, DictConfig):
+        return {k: v for k, v in cfg.items() if k != "hydra"}
+    return {k: container(cfg[k]) if isinstance(cfg[k], DictConfig) else OmegaConf.to_object(cfg[k])
+            if OmegaConf.is_config(cfg[k]) else cfg[k] for k in cfg if k != "hydra"}
 
 
 def section_dataclass(cls: type[T], section: DictConfig | dict[str, Any], where: str) -> T:
@@ -65,4 +79,4 @@ def resolve_class(target: Any, base: type[T], where: str, valid: list[str]) -> t
 
 
 __all__ = ["CONFIG_DIR", "NON_SEMANTIC_KEYS", "config_hash", "container", "group_options", "resolve_class",
-           "section_dataclass"]
+           "run_container", "section_dataclass"]
