@@ -68,3 +68,17 @@ def test_script_writes_rows_and_a_table(tmp_path):
     assert "| flash | 128 |" in md and "torch SDPALayer" in md and "time ours / package" in md
     if not installed:
         assert "| performer | 128 |" in md and "MISSING" in md
+
+
+@pytest.mark.slow
+def test_profile_script_lists_each_sides_operators(tmp_path):
+    out = tmp_path / "profiles.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "profile_peers.py"), "--pairs", "flash", "--n", "64",
+                           "--batch", "1", "--warmup", "1", "--steps", "1", "--top", "3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    md = out.read_text()
+    assert "### flash, N=64" in md and "Self CPU per step: ours" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 3 and all("`aten::" in r for r in rows)  # both sides' operators, the top 3
+    assert "_scaled_dot_product" in md  # the fused kernel both sides call
