@@ -4,11 +4,15 @@ machine in every record."""
 from __future__ import annotations
 
 import ctypes.util
+import json
+import subprocess
+import sys
 
 import pytest
 
 import lra_bench.infra.memory as memory
 from lra_bench.run.runner import run
+from tests.conftest import ROOT
 
 
 def test_a_run_reuses_freed_memory_after_its_first_step_and_says_so(smoke_cfg, monkeypatch):
@@ -79,3 +83,22 @@ def test_a_run_on_a_cached_task_imports_only_what_it_needs(tmp_path):
                              text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert out.returncode == 0, (attempt, out.stderr[-2000:])
     assert out.stdout.split()[-2:] == ["False", "False"], out.stdout
+
+
+@pytest.mark.slow
+def test_train_vs_bench_writes_both_sides_and_their_ratio(tmp_path):
+    """tools/train_vs_bench.py (issue 45's acceptance measurement) on a tiny model: a cell row and a run.py row per
+    round, run.py's with the allocator setting it trained with, the ratio of the two, written as it goes."""
+    out = tmp_path / "tvb"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "train_vs_bench.py"), "--attentions", "softmax",
+                           "--n", "128", "--profile", "smoke", "--rounds", "1", "--steps", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "train_vs_bench.json").read_text())
+    assert [(r["side"], r["round"]) for r in result["rows"]] == [("cell", 0), ("run.py", 0)]
+    cell, trained = result["rows"]
+    assert trained["allocator_reuse"] is True
+    assert "other_cores" in cell["machine"] and "other_cores" in trained["machine"]
+    ratio = result["summary"]["softmax"]["ratios"][0]
+    assert ratio == pytest.approx(trained["step_s"] / cell["step_s"])
+    assert result["command"].startswith("python tools/train_vs_bench.py --attentions softmax")
