@@ -3,7 +3,9 @@
 For each length and mode, one cell runs in a fresh process (memory isolation) with warm-up and repeats;
 its result is written atomically to ``<paths.bench_dir>/<device>/<attention>/<mode>-N<n>-b<batch>-<hash>.json``.
 Finished cells are skipped, so an interrupted benchmark resumes; OOM, failures and timeouts are recorded as
-such and the benchmark goes on.
+such and the benchmark goes on. With ``-m attention=a,b,c`` every job's config is checked first, then the
+variants' cells of each length are timed in turns (``bench.interleaved``), so that a change of the machine's load
+hits them alike.
 """
 
 from __future__ import annotations
@@ -15,16 +17,19 @@ import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import hydra
 from omegaconf import DictConfig
 
-from lra_bench.bench.table2 import run_benchmark
+from lra_bench.bench.table2 import run_benchmarks
+from lra_bench.config.bench import BenchPlan, bench_plan
 from lra_bench.config.mixers import ENV as MIXERS_ENV
 from lra_bench.config.mixers import register_outside_mixers
 from lra_bench.errors import LRABenchError
+
+PLANS: list[BenchPlan] = []  # one per Hydra job (every job of a -m sweep runs in this process, one after another)
 
 
 @hydra.main(config_path="../configs", config_name="benchmark", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
-        run_benchmark(cfg)
+        PLANS.append(bench_plan(cfg))
     except LRABenchError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -37,3 +42,8 @@ if __name__ == "__main__":
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     main()
+    try:
+        run_benchmarks(PLANS)
+    except LRABenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -269,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
+            if meta.get("busy_left_out"):
+                note += (f"{meta['busy_left_out']} benchmark cell(s) at N={meta['n']} were timed while other work "
+                         "used the cores and are left out (Table 2 marks them; `machine.other_cores` in each "
+                         "cell).\n\n")
             if meta["speed_source"] == "records":
                 note += (f"Speed and memory: the runs' own training throughput and peak memory (task {meta['task']}, "
                          f"N={meta['n']}, profile {meta['profile']}, batch {meta['batch']}), not the benchmark's "

@@ -76,8 +76,24 @@ def test_ci_installs_the_peer_packages_the_numeric_tests_compare_with():
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert sorted(p.split("==")[0] for p in extras["peers"]) == ["mambapy", "mega-pytorch"], extras["peers"]
+    names = {p.split("==")[0] for p in extras["peers"]}
+    assert {"mambapy", "mega-pytorch"} <= names, extras["peers"]
+    assert {pair.package for pair in PAIRS} - {"torch"} <= names, "every pair in bench/peers.py has its package pinned"
     assert all("==" in p for p in extras["peers"]), "peers are pinned to the releases the tests were checked with"
     installs = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
                 if line.startswith("python -m pip install") and "-e" in line]
     assert installs == ['python -m pip install -q -e ".[dev]"', 'python -m pip install -q -e ".[peers]"'], installs
+
+
+@pytest.mark.slow
+def test_profile_script_lists_each_sides_operators(tmp_path):
+    out = tmp_path / "profiles.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "profile_peers.py"), "--pairs", "flash", "--n", "64",
+                           "--batch", "1", "--warmup", "1", "--steps", "1", "--top", "3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    md = out.read_text()
+    assert "### flash, N=64" in md and "Self CPU per step: ours" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 3 and all("`aten::" in r for r in rows)  # both sides' operators, the top 3
+    assert "_scaled_dot_product" in md  # the fused kernel both sides call

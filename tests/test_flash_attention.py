@@ -6,6 +6,9 @@ mask_mod as the compiled kernel.
 
 from __future__ import annotations
 
+import logging
+
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -124,3 +127,28 @@ def test_attention_dropout_only_in_training(padded):
 def test_out_of_range_attn_dropout_fails_clearly():
     with pytest.raises(ConfigError, match="attn_dropout"):
         FlashAttention(DIM, HEADS, seq_len=10, dropout=0.0, attn_dropout=1.0)
+
+
+def test_dropout_on_a_cpu_warns_once_with_its_cost_and_the_setting(monkeypatch, caplog):
+    """Training with attention dropout on a CPU falls back to the unfused kernel: one warning per run (process)
+    naming the cost and the setting that avoids it; none in eval or without dropout; Table 2's CPU footnote."""
+    from lra_bench.reports.efficiency import FLASH_CPU_NOTE, flash_note
+
+    monkeypatch.setattr(FlashAttention, "warned", False)
+    x = torch.randn(2, 16, 32)
+    quiet = FlashAttention(dim=32, num_heads=2, seq_len=16, dropout=0.0, attn_dropout=0.0).train()
+    dropping = FlashAttention(dim=32, num_heads=2, seq_len=16, dropout=0.0, attn_dropout=0.1)
+    with caplog.at_level(logging.WARNING, logger="lra_bench.attention.flash"):
+        quiet(x)
+        dropping.eval()(x)
+        assert not caplog.records
+        dropping.train()(x)
+        dropping(x)
+        FlashAttention(dim=32, num_heads=2, seq_len=16, dropout=0.0, attn_dropout=0.2).train()(x)
+    assert len(caplog.records) == 1
+    text = caplog.records[0].getMessage()
+    assert "attn_dropout=0.1" in text and "math kernel" in text and "attention.attn_dropout=0.0" in text
+    cells = pd.DataFrame({"attention": ["flash", "softmax"]})
+    assert flash_note(cells, {"device": "cpu-x86_64-1threads"}) == FLASH_CPU_NOTE
+    assert flash_note(cells, {"device": "NVIDIA H200"}) == ""
+    assert flash_note(cells.iloc[1:], {"device": "cpu-x86_64-1threads"}) == ""

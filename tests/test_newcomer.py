@@ -253,8 +253,8 @@ def synthetic_cells(noisy: dict[tuple[str, int], float]) -> pd.DataFrame:
             spread = noisy.get((name, n), 0.02)
             if (name, n) in noisy:
                 t *= 8  # a busy machine: slow and scattered
-            rows.append({"attention": name, "mode": "model", "n": n, "batch": 4, "device": "cpu-test",
-                         "profile": "cpu", "task": "text", "status": "ok", "median_s": t,
+            rows.append({"attention": name, "mode": "model", "block": "transformer", "n": n, "batch": 4,
+                         "device": "cpu-test", "profile": "cpu", "task": "text", "status": "ok", "median_s": t,
                          "q1_s": t * (1 - spread / 2), "q3_s": t * (1 + spread / 2), "repeats": 5,
                          "peak_delta_bytes": 1e3 * n, "created_at": "2026-01-01T00:00:00"})
     df = pd.DataFrame(rows)

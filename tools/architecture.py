@@ -32,8 +32,9 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
     ("bench", ("lra_bench.bench",),
      "The efficiency benchmark (LRA Table 2): `table2.py` runs every (length, mode) cell of a "
      "`config.bench.BenchPlan`, each in a fresh process (`isolated.py`) running `cell.py`, which times the "
-     "trainer's own step (`train/step.py`) and measures its peak memory. `peers.py` pairs our layers with the "
-     "PyPI packages' at matched settings (`tools/bench_peers.py`). No config library: plans and plain dicts."),
+     "trainer's own step (`train/step.py`) and measures its peak memory; the variants of one sweep are timed in "
+     "turns, one served cell process each (`interleaved.py`). `peers.py` pairs our layers with the PyPI packages' "
+     "at matched settings (`tools/bench_peers.py`). No config library: plans and plain dicts."),
     ("config", ("lra_bench.config",),
      "The only room below the entry points that reads Hydra's configs: `plan.py` turns a run config into the typed "
      "`Plan` (task, model, trainer and logger settings, device, paths, hash) that everything below receives; "
@@ -66,9 +67,10 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "and `verdicts.py` apply them to the records."),
     ("infra", ("lra_bench.infra",),
      "Services both training and benchmarking use, importing neither: peak memory and allocator settings, OOM "
-     "classification (`memory.py`), step timing with warm-up, repeats and medians (`timing.py`), progress bars, "
-     "loggers (the optional wandb mirror), the per-run lock, DDP process groups, child processes that die with "
-     "their parent (`children.py`)."),
+     "classification (`memory.py`), step timing with warm-up, repeats and medians (`timing.py`), the machine and "
+     "the cores other work used while something was timed (`machine.py`), progress bars, loggers (the optional "
+     "wandb mirror), the per-run lock, DDP process groups, child processes that die with their parent "
+     "(`children.py`)."),
     ("store", ("lra_bench.store",),
      "Keeping results: `records.py` (the run record, its checksum and the one reading rule for the runner, the "
      "benchmark and every report), `predictions.py` (the per-example test predictions a record keeps), `files.py` "

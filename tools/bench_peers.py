@@ -1,10 +1,12 @@
 """Our attention layers beside the PyPI packages at matched settings (``lra_bench.bench.peers``): time and memory.
 
-For each pair and each side (ours, the package's), one cell in a fresh process: one self-attention layer,
-forward + backward on (batch, N, dim) with no padding and no dropout, under bf16 autocast on CUDA (fp32 on CPU);
-peak memory = the first step's growth over what was held before it (CUDA: max allocated; CPU: resident set);
-time = median of ``--repeats`` steps after ``--warmup``. The two sides of a pair run one after the other in the
-same invocation. A package that is not installed is reported as ``missing`` with the install command.
+For each pair and N, our layer and the package's each run in a fresh process (``lra_bench.bench.cell``, mode
+``peer``): one self-attention layer, forward + backward on (batch, N, dim) with no padding and no dropout, under
+bf16 autocast on CUDA (fp32 on CPU); peak memory = the first step's growth over what was held before it (CUDA: max
+allocated; CPU: resident set); time = median of ``--repeats`` steps after ``--warmup``. The two sides of a pair are
+timed in turns (``--rounds`` bursts each, ``lra_bench.bench.interleaved``), so a change of the machine's load hits
+both alike, and each row keeps the cores other processes used meanwhile (``machine``). A package that is not
+installed is reported as ``missing`` with the install command.
 
     python tools/bench_peers.py                                  # every pair, N=4096, batch 32 (CUDA) / 4 (CPU)
     python tools/bench_peers.py --pairs performer local --n 2048 4096 --out results/report/peers
@@ -16,50 +18,38 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: tools/_repo.py)
 import torch
 
-from lra_bench.bench.peers import PAIR_NAMES, PeerMissing, build, get_pair
+from lra_bench.bench.interleaved import Job, run_interleaved
+from lra_bench.bench.peers import PAIR_NAMES, get_pair
 from lra_bench.bench.table2 import device_label
-from lra_bench.infra.memory import is_oom, peak_memory_of, reuse_freed_memory
-from lra_bench.infra.timing import time_callable
 from lra_bench.store.files import atomic_open, write_json_atomic
 from lra_bench.store.records import git_commit
-from lra_bench.train.step import autocast
 
 
-def run_cell(cell: dict) -> dict:
-    """One (pair, side, N) cell in this process."""
-    torch.manual_seed(0)
-    device = torch.device(cell["device"])
-    pair = get_pair(cell["pair"])
-    try:
-        layer = build(pair, cell["side"], cell["dim"], cell["heads"], cell["n"]).to(device).train()
-    except PeerMissing as e:
-        return {**cell, "status": "missing", "message": str(e)}
-    x = torch.randn(cell["batch"], cell["n"], cell["dim"], device=device, requires_grad=True)  # (B, N, C)
-
-    def step() -> None:
-        with autocast(device, "bf16"):
-            total = layer(x).float().sum()
-        total.backward()
-        x.grad = None
-        layer.zero_grad(set_to_none=True)
-
-    try:
-        memory = peak_memory_of(step, device)
-        if device.type == "cpu":
-            reuse_freed_memory()
-        timing = time_callable(step, device, warmup=cell["warmup"], repeats=cell["repeats"])
-    except Exception as e:  # noqa: BLE001 - reported as the cell's status
-        return {**cell, "status": "oom" if is_oom(e) else "failed", "message": f"{type(e).__name__}: {str(e)[:500]}"}
-    return {**cell, "status": "ok", "median_s": timing.median_s, "q1_s": timing.q1_s, "q3_s": timing.q3_s,
-            "peak_delta_bytes": memory["peak_delta_bytes"], "params": sum(p.numel() for p in layer.parameters())}
+def run_pair(name: str, n: int, args: argparse.Namespace, batch: int) -> list[dict]:
+    """Both sides of one pair at length ``n``, timed in turns; one row each."""
+    rows = []
+    jobs = []
+    for side in ("ours", "peer"):
+        cell = {"pair": name, "side": side, "n": n, "batch": batch, "dim": args.dim, "heads": args.heads,
+                "warmup": args.warmup, "repeats": args.repeats, "device": args.device}
+        payload = {"mode": "peer", "config": cell, "n": n, "batch": batch, "warmup": args.warmup,
+                   "repeats": args.repeats, "device": args.device}
+        jobs.append(Job(f"{name}-{side}", payload, args.timeout))
+        rows.append(cell)
+    for cell, res in zip(rows, run_interleaved(jobs, args.rounds), strict=True):
+        if res["status"] == "failed" and res.get("message", "").startswith("PeerMissing"):
+            res = {**res, "status": "missing"}
+        cell.update(res)
+        shown = f"{cell['median_s'] * 1e3:.2f} ms" if cell["status"] == "ok" else cell.get("message", "")[:200]
+        busy = " (busy)" if (cell.get("machine") or {}).get("busy") else ""
+        print(f"{name:>14} {cell['side']:>4} N={n}: {cell['status']} {shown}{busy}", file=sys.stderr, flush=True)
+    return rows
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
@@ -68,9 +58,13 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"Command: `{meta['command']}`  ", f"Commit {meta['git_commit']}, {meta['created_at']}. One "
              f"self-attention layer, batch {meta['batch']}, dim {meta['dim']}, {meta['heads']} heads, forward + "
              f"backward, {'bf16 autocast' if meta['device_type'] == 'cuda' else 'fp32'}, no padding, no dropout; "
-             f"median of {meta['repeats']} steps after {meta['warmup']}. Time ratio < 1: ours is faster.", "",
+             f"median of {meta['repeats']} steps after {meta['warmup']}, the two sides timed in turns "
+             f"({meta['rounds']} bursts each). Time ratio < 1: ours is faster. Load: the 1-minute load average "
+             "when each side's timing began and ended; other cores: how many cores other processes kept busy during "
+             "its timed steps (busy = more than the cores it left spare).", "",
              "| pair | N | ours ms | package | package ms | time ours / package | ours MiB | package MiB | "
-             "memory ours / package | settings |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "memory ours / package | load (ours; package) | other cores (ours / package) | settings |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["pair"], r["n"], r["side"]): r for r in rows}
     for name in dict.fromkeys(r["pair"] for r in rows):
         pair = get_pair(name)
@@ -90,9 +84,21 @@ def markdown(rows: list[dict], meta: dict) -> str:
             t = f"{ours['median_s'] / peer['median_s']:.2f}" if both else "-"
             m = (f"{ours['peak_delta_bytes'] / peer['peak_delta_bytes']:.2f}"
                  if both and ours["peak_delta_bytes"] and peer["peak_delta_bytes"] else "-")
+            def load(r: dict | None) -> str:
+                mach = (r or {}).get("machine") or {}
+                before, after = mach.get("loadavg_before"), mach.get("loadavg_after")
+                return f"{before[0]:.1f}-{after[0]:.1f}" if before and after else "-"
+
+            def other(r: dict | None) -> str:
+                mach = (r or {}).get("machine") or {}
+                if mach.get("other_cores") is None:
+                    return "-"
+                return f"{mach['other_cores']:.2f}" + (" busy" if mach.get("busy") else "")
+
             knobs = ", ".join(f"{k}={v}" for k, v in pair.knobs.items())
             lines.append(f"| {name} | {n} | {ms(ours)} | {pair.peer_label} | {ms(peer)} | {t} | {mib(ours)} | "
-                         f"{mib(peer)} | {m} | ours: {knobs or 'defaults'}; {pair.note} |")
+                         f"{mib(peer)} | {m} | {load(ours)}; {load(peer)} | {other(ours)} / {other(peer)} | "
+                         f"ours: {knobs or 'defaults'}; {pair.note} |")
     return "\n".join(lines) + "\n"
 
 
@@ -108,34 +114,15 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per cell")
     ap.add_argument("--out", type=Path, default=Path("results/report/peers"))
-    ap.add_argument("--cell", default=None, help=argparse.SUPPRESS)  # internal: run one cell, print JSON
+    ap.add_argument("--rounds", type=int, default=3, help="turns: the repeats split into this many bursts per side")
     args = ap.parse_args()
-    if args.cell is not None:
-        print(json.dumps(run_cell(json.loads(args.cell))))
-        return
     device = torch.device(args.device)
     batch = args.batch or (32 if device.type == "cuda" else 4)
-    rows = []
-    for name in args.pairs:
-        for n in args.n:
-            for side in ("ours", "peer"):
-                cell = {"pair": name, "side": side, "n": n, "batch": batch, "dim": args.dim, "heads": args.heads,
-                        "warmup": args.warmup, "repeats": args.repeats, "device": args.device}
-                try:
-                    proc = subprocess.run([sys.executable, __file__, "--cell", json.dumps(cell)], capture_output=True,
-                                          text=True, timeout=args.timeout)
-                    lines = proc.stdout.strip().splitlines()
-                    row = (json.loads(lines[-1]) if proc.returncode == 0 and lines
-                           else {**cell, "status": "failed", "message": proc.stderr[-1000:]})
-                except subprocess.TimeoutExpired:
-                    row = {**cell, "status": "timeout", "message": f"over {args.timeout} s"}
-                rows.append(row)
-                shown = f"{row['median_s'] * 1e3:.2f} ms" if row["status"] == "ok" else row.get("message", "")[:200]
-                print(f"{name:>14} {side:>4} N={n}: {row['status']} {shown}", file=sys.stderr, flush=True)
+    rows = [row for name in args.pairs for n in args.n for row in run_pair(name, n, args, batch)]
     meta = {"device": device_label(device), "device_type": device.type, "torch_version": torch.__version__,
             "git_commit": git_commit(), "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "command": "python tools/bench_peers.py " + " ".join(sys.argv[1:]), "batch": batch, "dim": args.dim,
-            "heads": args.heads, "warmup": args.warmup, "repeats": args.repeats}
+            "heads": args.heads, "warmup": args.warmup, "repeats": args.repeats, "rounds": args.rounds}
     write_json_atomic(args.out / "peers.json", {"meta": meta, "rows": rows})
     with atomic_open(args.out / "peers.md") as f:
         f.write(markdown(rows, meta))

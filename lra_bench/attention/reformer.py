@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention._blocks import combine_by_lse, pad_dim, real_keys
+from lra_bench.attention._blocks import all_valid, combine_by_lse, pad_dim, real_keys
 from lra_bench.attention.base import TokenMixer
 from lra_bench.checks import Count, DropRate, Seed
 from lra_bench.errors import ConfigError
@@ -118,10 +118,11 @@ class ReformerAttention(TokenMixer):
         else:
             kpos, kreal = spos, sreal
         # sk, sv: (B, H, R, nc, c or 2c, D); kpos, kreal: (B, H, R, nc, c or 2c)
-        scores = torch.einsum("bhrnqd,bhrnkd->bhrnqk", sq, sk) / math.sqrt(d)  # (B, H, R, nc, c, 2c)
+        scores = (sq / math.sqrt(d)) @ sk.transpose(-2, -1)  # (B, H, R, nc, c, 2c), scaled on the small side
         self_score = max(SELF_SCORE, torch.finfo(scores.dtype).min / 2)  # stays finite in fp16
-        scores = scores.masked_fill(spos[..., :, None] == kpos[..., None, :], self_score)
-        scores = scores.masked_fill(~kreal[..., None, :], torch.finfo(scores.dtype).min)
+        scores.masked_fill_(spos[..., :, None] == kpos[..., None, :], self_score)  # in place: a fresh product
+        if not all_valid(real):  # padding: padded keys removed (no mask at all without padding)
+            scores.masked_fill_(~kreal[..., None, :], torch.finfo(scores.dtype).min)
         lse = scores.logsumexp(dim=-1, keepdim=True)  # (B, H, R, nc, c, 1)
         probs = self.attn_drop((scores - lse).exp())
         out = rearrange(probs @ sv, "b h r nc c d -> b h r (nc c) d")  # (B, H, R, Np, D) in sorted order

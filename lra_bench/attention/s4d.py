@@ -20,7 +20,9 @@ here the backward part is exactly the forward system run on the reversed sequenc
 size 2N. Padded positions are zeroed before the convolution, so with right padding the outputs at real tokens equal
 the truncated input's in both directions.
 
-Time O(B·N·C·log N + C·d_state·N) (kernel), memory O(B·N·C + C·d_state·N); no N × N tensor.
+Time O(B·N·C·log N + C·d_state·N) (kernel), memory O(B·N·C + C·d_state·√N); no N × N tensor, and no (C, d_state,
+N) Vandermonde matrix either: Ā^l = Ā^(jT)·Ā^t with T ≈ √N, so the kernel is one matrix product per channel of
+two factors of about √N columns (1 GiB at width 256 and 16K for the full matrix, 16 MiB for the factors).
 """
 
 from __future__ import annotations
@@ -104,9 +106,16 @@ class S4DKernel(nn.Module):
     def forward(self, length: int) -> Tensor:
         dta, a = self._dt_a()
         c = torch.view_as_complex(self.C) * self._b_bar(dta, a)  # (c, C, n): C·B̄
-        steps = torch.arange(length, device=dta.device, dtype=self.log_dt.dtype)  # (L,)
-        vandermonde = torch.exp(dta[..., None] * steps)  # (C, n, L): Ā^l
-        return 2 * torch.einsum("khn,hnl->khl", c, vandermonde).real  # (c, C, L)
+        # Ā^l with l = j·T + t: never the (C, n, L) Vandermonde matrix, but its two factors of ~√L columns each,
+        # Ā^t (t < T) and C·B̄·Ā^(jT) (j < J), and one matrix product per channel summing over the modes
+        inner = 2 ** math.ceil(math.log2(max(length, 1)) / 2)  # T ≈ √L
+        outer = -(-length // inner)  # J = ⌈L / T⌉
+        steps = torch.arange(inner, device=dta.device, dtype=self.log_dt.dtype)  # (T,)
+        near = torch.exp(dta[..., None] * steps)  # (C, n, T): Ā^t
+        starts = torch.arange(outer, device=dta.device, dtype=steps.dtype) * inner  # (J,): j·T
+        far = c[..., None] * torch.exp(dta[..., None] * starts)  # (c, C, n, J): C·B̄·Ā^(jT)
+        k = torch.einsum("khnj,hnt->khjt", far, near)  # (c, C, J, T)
+        return 2 * rearrange(k, "k h j t -> k h (j t)")[..., :length].real  # (c, C, L)
 
 
 class S4D(SSMMixer):

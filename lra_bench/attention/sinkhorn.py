@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from lra_bench.attention._blocks import masked_attention, pad_dim, real_keys
+from lra_bench.attention._blocks import all_valid, attention_over_key_sets, pad_dim, real_keys
 from lra_bench.attention.base import Attention
 from lra_bench.checks import Count, DropRate, PositiveFloat
 from lra_bench.errors import ConfigError
@@ -81,7 +81,10 @@ class SinkhornAttention(Attention):
         """Soft block permutation P (B, H, nb, nb) from key blocks kb (B, H, nb, b, D) and real_b (B, nb, b)."""
         nb = kb.shape[2]
         w = real_b.to(kb.dtype)[:, None, :, :, None]  # (B, 1, nb, b, 1)
-        summary = kb.masked_fill(w == 0, 0).sum(3) / w.sum(3).clamp(min=1)  # (B, H, nb, D) masked mean of the keys
+        if all_valid(real_b):  # no padding: the plain mean
+            summary = kb.mean(3)  # (B, H, nb, D)
+        else:
+            summary = kb.masked_fill(w == 0, 0).sum(3) / w.sum(3).clamp(min=1)  # (B, H, nb, D) masked mean of the keys
         hidden = F.relu(torch.einsum("bhnd,hde->bhne", summary, self.sort_w1) + self.sort_b1[:, None])
         logits = torch.einsum("bhne,hem->bhnm", hidden, self.sort_w2[..., :nb]) + self.sort_b2[:, None, :nb]
         # logits: (B, H, nb target, nb source). Padded-only blocks sit out: they map to themselves.
@@ -98,17 +101,25 @@ class SinkhornAttention(Attention):
         bs = min(self.block_size, n)
         real = pad_dim(real_keys(mask, b_, n, q.device), bs, dim=1, value=False)  # (B, Np)
         qb, kb, vb = (rearrange(pad_dim(t, bs, dim=2), "b h (nb w) d -> b h nb w d", w=bs) for t in (q, k, v))
+        qb = qb * self.head_dim**-0.5  # (B, H, nb, bs, D), scaled; it and the copies below are contiguous
+        kb, vb = kb.contiguous(), vb.contiguous()  # copied once for the block products below
         real_b = rearrange(real, "b (nb w) -> b nb w", w=bs)  # (B, nb, bs)
         p = self.permutation(kb, real_b)  # (B, H, nb, nb)
         # sorted block i = mixture of the blocks j, renormalised over the real tokens at each slot
-        realf = real_b.to(p.dtype)  # (B, nb, bs)
-        den = torch.einsum("bhij,bjt->bhit", p, realf)  # (B, H, nb, bs) real weight reaching each slot
-        pad = ~real_b[:, None, :, :, None]  # (B, 1, nb, bs, 1)
-        zb, zv = kb.masked_fill(pad, 0), vb.masked_fill(pad, 0)  # padded tokens zeroed (robust to inf/NaN content)
-        den_safe = torch.where(den > 0, den, torch.ones_like(den))[..., None]  # slots with no real token: masked
-        k_sort = torch.einsum("bhij,bhjtd->bhitd", p, zb) / den_safe  # (B, H, nb, bs, D)
-        v_sort = torch.einsum("bhij,bhjtd->bhitd", p, zv) / den_safe
-        k_set, v_set = torch.cat([kb, k_sort], dim=3), torch.cat([vb, v_sort], dim=3)  # (B, H, nb, 2bs, D)
-        valid = torch.cat([real_b[:, None].expand_as(den), den > 0], dim=-1)[:, :, :, None, :]  # (B,H,nb,1,2bs)
-        out, _ = masked_attention(qb, k_set, v_set, valid, self.head_dim**-0.5, self.attn_drop)  # (B,H,nb,bs,D)
+        if all_valid(real_b):  # no padding: every slot holds real tokens only, nothing to mask or zero
+            mix = p / p.sum(dim=-1, keepdim=True)  # (B, H, nb, nb): the renormalisation, on the block weights
+            k_sort = torch.einsum("bhij,bhjtd->bhitd", mix, kb)  # (B, H, nb, bs, D)
+            v_sort = torch.einsum("bhij,bhjtd->bhitd", mix, vb)
+            valid = None
+        else:
+            realf = real_b.to(p.dtype)  # (B, nb, bs)
+            den = torch.einsum("bhij,bjt->bhit", p, realf)  # (B, H, nb, bs) real weight reaching each slot
+            pad = ~real_b[:, None, :, :, None]  # (B, 1, nb, bs, 1)
+            zb, zv = kb.masked_fill(pad, 0), vb.masked_fill(pad, 0)  # padded tokens zeroed (robust to inf/NaN)
+            den_safe = torch.where(den > 0, den, torch.ones_like(den))[..., None]  # slots with no real token: masked
+            k_sort = torch.einsum("bhij,bhjtd->bhitd", p, zb) / den_safe  # (B, H, nb, bs, D)
+            v_sort = torch.einsum("bhij,bhjtd->bhitd", p, zv) / den_safe
+            valid = torch.cat([real_b[:, None].expand_as(den), den > 0], dim=-1)[:, :, :, None, :]  # (B,H,nb,1,2bs)
+        # each query block: its own block and its sorted block, one softmax over both (B, H, nb, bs, D)
+        out = attention_over_key_sets(qb, [kb, k_sort], [vb, v_sort], valid, 1.0, self.attn_drop)
         return rearrange(out, "b h nb w d -> b h (nb w) d")[:, :, :n]  # (B, H, N, D)

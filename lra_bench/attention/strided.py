@@ -102,22 +102,28 @@ class StridedAttention(SparsePatternAttention):
         out_strided = out[:, :, undo[:n]]  # (B, H-hl, N, D) in the original order
         return torch.cat([out_local, out_strided], dim=1)  # (B, H, N, D)
 
-    def _local(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int) -> tuple[Tensor, Tensor]:
-        """Block-local part on padded inputs (B, h, Np, D), real (B, Np); returns out (B,h,Np,D), lse (B,h,Np)."""
+    def _local(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int,
+               need_lse: bool) -> tuple[Tensor, Tensor | None]:
+        """Block-local part on padded inputs (B, h, Np, D), real (B, Np); returns out (B,h,Np,D), lse (B,h,Np) or
+        None."""
         q, k, v = (rearrange(t, "b h (m s) d -> b h m s d", s=s) for t in (q, k, v))
         valid = rearrange(real, "b (m s) -> b m s", s=s)[:, None, :, None, :]  # (B, 1, m, 1, s)
-        out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop)  # (B,h,m,s,D)
-        return rearrange(out, "b h m s d -> b h (m s) d"), rearrange(lse, "b h m s -> b h (m s)")
+        out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop, need_lse)  # (B,h,m,s,D)
+        return (rearrange(out, "b h m s d -> b h (m s) d"),
+                None if lse is None else rearrange(lse, "b h m s -> b h (m s)"))
 
-    def _strided(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int, drop_self: bool) -> tuple[Tensor, Tensor]:
-        """Strided part: one group per residue mod s, each of m = Np/s tokens."""
+    def _strided(self, q: Tensor, k: Tensor, v: Tensor, real: Tensor, s: int,
+                 drop_self: bool) -> tuple[Tensor, Tensor | None]:
+        """Strided part: one group per residue mod s, each of m = Np/s tokens (with ``drop_self``, the merged heads:
+        self left out, and the logsumexp returned for the combination)."""
         q, k, v = (rearrange(t, "b h (m s) d -> b h s m d", s=s) for t in (q, k, v))
         valid = rearrange(real, "b (m s) -> b s m", s=s)[:, None, :, None, :]  # (B, 1, s, 1, m)
         if drop_self:  # merged heads: self is already counted in the local block
             m = q.shape[3]
             valid = valid & ~torch.eye(m, dtype=torch.bool, device=q.device)  # (B, 1, s, m, m)
-        out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop)  # (B,h,s,m,D)
-        return rearrange(out, "b h s m d -> b h (m s) d"), rearrange(lse, "b h s m -> b h (m s)")
+        out, lse = masked_attention(q, k, v, valid, self.head_dim**-0.5, self.attn_drop, drop_self)  # (B,h,s,m,D)
+        return (rearrange(out, "b h s m d -> b h (m s) d"),
+                None if lse is None else rearrange(lse, "b h s m -> b h (m s)"))
 
     def attend_blocked(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         b_, _, n, _ = q.shape
@@ -125,13 +131,13 @@ class StridedAttention(SparsePatternAttention):
         real = pad_dim(real_keys(mask, b_, n, q.device), s, dim=1, value=False)  # (B, Np)
         q, k, v = (pad_dim(t, s, dim=2) for t in (q, k, v))  # (B, H, Np, D)
         if self.merged:
-            o_loc, l_loc = self._local(q, k, v, real, s)
+            o_loc, l_loc = self._local(q, k, v, real, s, need_lse=True)
             o_str, l_str = self._strided(q, k, v, real, s, drop_self=True)
             # the strided part may be empty (no other real token with the same residue): its lse is ~dtype-min
             out = combine_by_lse(torch.stack([o_loc, o_str], dim=2), torch.stack([l_loc, l_str], dim=2), dim=2)
         else:
             hl = self.local_heads
-            o_loc, _ = self._local(q[:, :hl], k[:, :hl], v[:, :hl], real, s)  # (B, hl, Np, D)
+            o_loc, _ = self._local(q[:, :hl], k[:, :hl], v[:, :hl], real, s, need_lse=False)  # (B, hl, Np, D)
             o_str, _ = self._strided(q[:, hl:], k[:, hl:], v[:, hl:], real, s, drop_self=False)  # (B, H-hl, Np, D)
             out = torch.cat([o_loc, o_str], dim=1)  # (B, H, Np, D)
         return out[:, :, :n]  # (B, H, N, D)

@@ -39,6 +39,12 @@ def run_isolated(module: str, payload: dict[str, Any], timeout: float,
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode == 0 and lines:
         return json.loads(lines[-1])
-    err = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-    oom = proc.returncode in (-9, 137) or "out of memory" in proc.stderr.lower() or "MemoryError" in proc.stderr
+    return exit_status(proc.returncode, proc.stderr)
+
+
+def exit_status(code: int, stderr: str) -> dict[str, Any]:
+    """A process that ended without its answer: ``oom`` when it was SIGKILLed (the out-of-memory killer) or said
+    so, ``failed`` otherwise, with the last line of its stderr."""
+    err = stderr.strip().splitlines()[-1:] or [f"exit code {code}"]
+    oom = code in (-9, 137) or "out of memory" in stderr.lower() or "MemoryError" in stderr
     return {"status": "oom" if oom else "failed", "message": err[0][-500:]}

@@ -88,6 +88,13 @@ PAIRS: tuple[Pair, ...] = (
                                 "use_rotary_pos_emb": False},
          "windows of 128 seeing the previous, own and next window (the package's non-causal default); "
          "the package also masks keys beyond 128 positions (exact_windowsize)"),
+    Pair("sinkhorn", "sinkhorn", {"block_size": 64, "iterations": 5, "temperature": 0.75, "attn_dropout": 0.0},
+         "sinkhorn-transformer", "sinkhorn_transformer", "SinkhornSelfAttention",
+         lambda dim, heads, n: {"dim": dim, "heads": heads, "dim_head": dim // heads, "bucket_size": 64,
+                                "max_seq_len": n, "non_permutative": False, "sinkhorn_iter": 5, "temperature": 0.75},
+         "blocks / buckets of 64, each attending to its own and one Sinkhorn-sorted block, 5 iterations at "
+         "temperature 0.75; the sorting networks differ (ours: an MLP on key-block means, the package's: dot "
+         "products of query and key block means, with Gumbel noise)"),
     Pair("mega", "mega", {"z_dim": 64, "ndim": 16, "attention_function": "softmax"}, "mega-pytorch", "mega_pytorch",
          "MegaLayer", lambda dim, heads, n: {"dim": dim, "ema_heads": 16, "attn_dim_qk": 64, "attn_dim_value": 2 * dim,
                                              "laplacian_attn_fn": False, "causal": False},

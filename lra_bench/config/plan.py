@@ -44,6 +44,7 @@ from lra_bench.train.estimate import GuardSettings
 from lra_bench.train.settings import PretrainSettings, TrainerSettings
 
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
+TRANSFORMER_ONLY = frozenset({"num_heads", "mlp_dim", "positions", "pool"})  # model keys the state-space block lacks
 RUN_SECTIONS = ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed")
 RESUME = Literal["auto", "force"]  # auto: resume only this run's own checkpoint (config hash, code); force: any
 #: the environment variable behind each folder of configs/paths/default.yaml
@@ -163,7 +164,7 @@ def build_model(model_section: DictConfig | dict[str, Any], attention_section: D
         with mixer_built(factory):
             return mega_model(model_kwargs, factory, task)
     if block == "ssm":  # configs/model/ssm.yaml
-        foreign = sorted({"num_heads", "mlp_dim", "positions", "pool"} & set(model_kwargs))
+        foreign = sorted(TRANSFORMER_ONLY & set(model_kwargs))
         if foreign:
             raise ConfigError(f"model=ssm has no {', '.join(foreign)} (Transformer-block sizes, set by this profile); "
                               "use profile=s4, or drop them on the command line, e.g. "

@@ -67,9 +67,6 @@ def load_or_build(
     verify (cut, corrupt, an unreadable ``meta.json``, written by an older version) is rebuilt, with a warning
     naming the file.
     """
-    from datasets import disable_progress_bars
-
-    disable_progress_bars()
     entry = Path(cache_dir) / kind / stable_hash(key)[:16]
     if (entry / META).is_file():
         try:
@@ -85,8 +82,9 @@ def load_or_build(
 
 def _write_entry(entry: Path, key: dict[str, Any], build: Callable[[], Any]) -> None:
     """Build the splits and store them in a temporary folder renamed to ``entry`` once complete."""
-    from datasets import Dataset
+    from datasets import Dataset, disable_progress_bars
 
+    disable_progress_bars()
     splits, meta = build()
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
@@ -114,8 +112,6 @@ def _write_entry(entry: Path, key: dict[str, Any], build: Callable[[], Any]) -> 
 
 def _read_entry(entry: Path, reused: bool) -> CachedSplits:
     """The splits of a complete entry, verified against its ``meta.json``; ``CacheCorrupt`` naming the file if not."""
-    from datasets import load_from_disk
-
     try:
         meta = json.loads((entry / META).read_text())
         if not isinstance(meta, dict) or not isinstance(meta.get("content_sha256"), dict):
@@ -127,11 +123,11 @@ def _read_entry(entry: Path, reused: bool) -> CachedSplits:
     order = ("train", "val", "test")
     for split in sorted(expected, key=lambda s: (order.index(s) if s in order else len(order), s)):
         try:
-            table = load_from_disk(str(entry / split)).data  # memory-mapped Arrow table
+            table = saved_table(entry / split)  # memory-mapped Arrow table
             ids = table.column("input_ids").combine_chunks()  # fixed-length rows (padded at build time)
-            flat = ids.flatten().to_numpy(zero_copy_only=False)
+            flat = numpy_view(ids.flatten())
             x = flat.reshape(len(ids), -1).astype(dtype, copy=False)
-            y = table.column("label").to_numpy().astype(np.int64)
+            y = numpy_view(table.column("label").combine_chunks()).astype(np.int64)
         except Exception as e:  # noqa: BLE001 - pyarrow/datasets errors of a cut or corrupt file, whatever their type
             raise CacheCorrupt(f"{entry / split} cannot be read: {type(e).__name__}: {e}") from e
         if len(y) != expected[split]:
@@ -140,6 +136,26 @@ def _read_entry(entry: Path, reused: bool) -> CachedSplits:
             raise CacheCorrupt(f"{entry / split} does not match its checksum in {META} (corrupt or edited)")
         inputs[split], labels[split] = x, y
     return CachedSplits(inputs=inputs, labels=labels, meta=meta, path=entry, reused=reused)
+
+
+def saved_table(folder: Path) -> Any:
+    """The Arrow table of a folder ``datasets.Dataset.save_to_disk`` wrote (its ``state.json`` names the Arrow stream
+    files), memory-mapped, read with pyarrow alone: a run on a cached task never imports ``datasets`` (and pandas
+    with it: about 1.6 s of start-up)."""
+    import pyarrow as pa
+
+    files = [f["filename"] for f in json.loads((folder / "state.json").read_text())["_data_files"]]
+    tables = [pa.ipc.open_stream(pa.memory_map(str(folder / name))).read_all() for name in files]
+    return pa.concat_tables(tables) if len(tables) != 1 else tables[0]
+
+
+def numpy_view(array: Any) -> np.ndarray:
+    """A pyarrow array of numbers without nulls as a numpy array over its buffer, without a copy (pyarrow's own
+    ``to_numpy`` imports pandas: about 1 s of start-up)."""
+    if array.null_count:
+        raise ValueError(f"{array.null_count} missing values")
+    dtype = np.dtype(str(array.type))  # uint8, uint16, int64: pyarrow and numpy share these names
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
 def files_verified(root: Path, names: tuple[str, ...] | list[str]) -> bool:

@@ -80,15 +80,8 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
 
 
-def reuse_freed_memory() -> bool:
-    """Make glibc keep freed blocks for reuse instead of returning every block over its mmap threshold
-    (at most 32 MiB) to the kernel and page-faulting it back in on the next step.
-
-    Without this, any tensor above 32 MiB costs fresh zeroed pages on every CPU step, which bends time-vs-N
-    curves upwards at the length where a variant's tensors cross 32 MiB (measured: Performer's 4K step
-    0.68 s -> 0.35 s). Call it after memory has been measured: with it, resident memory no longer falls
-    when tensors are freed. Returns whether it applied (glibc on Linux only).
-    """
+def _mallopt(*settings: tuple[int, int]) -> bool:
+    """glibc ``mallopt`` for each (parameter, value); False where there is no glibc."""
     import ctypes
     import ctypes.util
 
@@ -97,7 +90,76 @@ def reuse_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(name)
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(libc.mallopt(m_mmap_threshold, 1 << 30)) and bool(libc.mallopt(m_trim_threshold, 1 << 31))
+        return all(bool(libc.mallopt(param, value)) for param, value in settings)
     except (OSError, AttributeError):
         return False
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+
+def reuse_freed_memory() -> bool:
+    """Make glibc keep freed blocks for reuse instead of returning every block over its mmap threshold
+    (at most 32 MiB) to the kernel and page-faulting it back in on the next step.
+
+    Without this, any tensor above 32 MiB costs fresh zeroed pages on every CPU step, which bends time-vs-N
+    curves upwards at the length where a variant's tensors cross 32 MiB (measured: Performer's 4K step
+    0.68 s -> 0.35 s). Call it after memory has been measured: with it, resident memory no longer falls
+    when tensors are freed. The benchmark's cells and the training loop (after its first step) both use it.
+    Returns whether it applied (glibc on Linux only).
+    """
+    return _mallopt((M_MMAP_THRESHOLD, 1 << 30), (M_TRIM_THRESHOLD, 1 << 31))
+
+
+def restore_allocator() -> bool:
+    """Undo ``reuse_freed_memory``: glibc's thresholds at their adaptive defaults' ceiling (mmap above 32 MiB,
+    trim above 64 MiB), and the memory kept so far handed back. Returns whether it applied."""
+    done = _mallopt((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 64 << 20))
+    if done:
+        release_freed_memory(torch.device("cpu"))
+    return done
+
+
+def release_freed_memory(device: torch.device) -> bool:
+    """Hand memory that tensors have freed back to the system: ``malloc_trim`` on CPU (glibc), the caching
+    allocator's free blocks on CUDA. A benchmark worker that waits while others are timed calls it, so that parked
+    workers hold only their weights and inputs; its next step page-faults (or ``cudaMalloc``\\ s) again and is not
+    timed. Returns whether it applied."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        return True
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        ctypes.CDLL(name).malloc_trim(0)  # returns whether pages went back; applied either way
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+class AllocatorReuse:
+    """The benchmark's allocator setting for a training loop: ``with AllocatorReuse(device) as a:`` and
+    ``a.after_step()`` after every step. On CPU the first step runs with glibc's defaults (its peak memory is
+    measured as the benchmark's cell measures it), then ``reuse_freed_memory`` applies, so that no later step pays
+    page faults for the memory the previous one freed; leaving the block restores the defaults. ``applied`` says
+    whether it took effect (the run record keeps it)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.applied, self._done = device, False, device.type != "cpu"
+
+    def __enter__(self) -> AllocatorReuse:
+        return self
+
+    def after_step(self) -> None:
+        if not self._done:
+            self._done = True
+            self.applied = reuse_freed_memory()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.applied:
+            restore_allocator()

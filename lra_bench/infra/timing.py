@@ -67,12 +67,8 @@ class Timing:
     warmup: int
 
 
-def time_callable(fn: Callable[[], Any], device: torch.device, warmup: int, repeats: int) -> Timing:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed (synchronised on CUDA)."""
-    if repeats < 1 or warmup < 0:
-        raise ValueError("need repeats >= 1 and warmup >= 0")
-    for _ in range(warmup):
-        fn()
+def timed_runs(fn: Callable[[], Any], device: torch.device, repeats: int) -> list[float]:
+    """Wall seconds of ``repeats`` calls of ``fn``, each synchronised on CUDA."""
     durations = []
     for _ in range(repeats):
         synchronize(device)
@@ -80,6 +76,22 @@ def time_callable(fn: Callable[[], Any], device: torch.device, warmup: int, repe
         fn()
         synchronize(device)
         durations.append(time.perf_counter() - t0)
+    return durations
+
+
+def summarize(durations: list[float], warmup: int) -> Timing:
+    """Median, quartiles and minimum of timed steps (``warmup``: the untimed steps that came before them)."""
+    if not durations:
+        raise ValueError("no timed steps to summarize")
     q = statistics.quantiles(durations, n=4) if len(durations) > 1 else [durations[0]] * 3
     return Timing(median_s=statistics.median(durations), q1_s=q[0], q3_s=q[2], min_s=min(durations),
-                  repeats=repeats, warmup=warmup)
+                  repeats=len(durations), warmup=warmup)
+
+
+def time_callable(fn: Callable[[], Any], device: torch.device, warmup: int, repeats: int) -> Timing:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed (synchronised on CUDA)."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError("need repeats >= 1 and warmup >= 0")
+    for _ in range(warmup):
+        fn()
+    return summarize(timed_runs(fn, device, repeats), warmup)

@@ -15,8 +15,10 @@ Axes: B batch, N tokens (incl. CLS), C model dim.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -59,6 +61,38 @@ class Block(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         x = x + self.drop(self.attn(self.norm1(x), mask))  # (B, N, C)
         return x + self.mlp(self.norm2(x))
+
+
+@contextlib.contextmanager
+def _running_stats_kept(module: nn.Module) -> Iterator[None]:
+    """The batch norms' running statistics in ``module`` as they were before the wrapped code (the recomputation of
+    a checkpointed block must not update them a second time). Written back through ``.data``, which leaves the
+    tensors' version counters alone (autograd saved them in the recomputation)."""
+    buffers = [b for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+               for b in (m.running_mean, m.running_var, m.num_batches_tracked) if b is not None]
+    kept = [b.detach().clone() for b in buffers]
+    try:
+        yield
+    finally:
+        for b, k in zip(buffers, kept, strict=True):
+            b.data.copy_(k)
+
+
+def run_blocks(blocks: nn.ModuleList, x: Tensor, mask: Tensor | None, checkpointed: bool) -> Tensor:
+    """x (B, N, C) through every block in turn. ``checkpointed`` (``trainer.activation_checkpointing``) and
+    gradients on: ``torch.utils.checkpoint`` per block, so only each block's input is kept and its activations are
+    recomputed in the backward; the random state is replayed (same dropout masks) and batch-norm statistics are
+    updated once, so the results are bit-identical."""
+    if not (checkpointed and torch.is_grad_enabled()):
+        for block in blocks:
+            x = block(x, mask)
+        return x
+    from torch.utils.checkpoint import checkpoint
+
+    for block in blocks:
+        contexts = functools.partial(lambda b: (contextlib.nullcontext(), _running_stats_kept(b)), block)
+        x = checkpoint(block, x, mask, use_reentrant=False, context_fn=contexts)  # (B, N, C)
+    return x
 
 
 class Encoder(nn.Module):
@@ -119,6 +153,7 @@ class Encoder(nn.Module):
                                       "or learned")
                 block.attn.use_rotary_positions()
         self.norm = nn.LayerNorm(dim)
+        self.checkpoint_blocks = False  # trainer.activation_checkpointing (train.step.checkpoint_blocks)
 
     def padding(self, input_ids: Tensor) -> Tensor | None:
         """(B, L) True = real token, or None when every position is real (pad_id None)."""
@@ -132,8 +167,7 @@ class Encoder(nn.Module):
             if mask is not None:
                 mask = torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)  # (B, 1 + L)
         x = self.drop(x if self.pos is None else x + self.pos[:, : x.shape[1]])
-        for block in self.blocks:
-            x = block(x, mask)
+        x = run_blocks(self.blocks, x, mask, self.checkpoint_blocks)  # (B, N, C)
         return self.norm(x), mask  # (B, N, C)
 
     def token_states(self, x: Tensor, mask: Tensor | None) -> Tensor:

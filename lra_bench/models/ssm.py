@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from lra_bench.attention.base import ChannelDropout, SSMMixer, TokenMixer
 from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
-from lra_bench.models.encoder import masked_mean
+from lra_bench.models.encoder import masked_mean, run_blocks
 
 
 def make_norm(norm: str, dim: int) -> nn.Module:
@@ -102,6 +102,7 @@ class SSMEncoder(nn.Module):
                 mixer.tie_dropout()
         self.blocks = nn.ModuleList(SSMBlock(mixer, dim, dropout, norm, prenorm, tie_dropout) for mixer in mixers)
         self.final_norm = make_norm(norm, dim) if prenorm else None
+        self.checkpoint_blocks = False  # trainer.activation_checkpointing (train.step.checkpoint_blocks)
 
     def padding(self, input_ids: Tensor) -> Tensor | None:
         """(B, L) True = real token, or None when every position is real (pad_id None)."""
@@ -109,8 +110,7 @@ class SSMEncoder(nn.Module):
 
     def token_states(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """Embedded tokens x (B, L, C) and their padding mask -> every token's final state (B, L, C)."""
-        for block in self.blocks:
-            x = block(x, mask)
+        x = run_blocks(self.blocks, x, mask, self.checkpoint_blocks)  # (B, L, C)
         if self.final_norm is not None:
             x = normalise(self.final_norm, x)  # (B, L, C)
         return x

@@ -40,7 +40,7 @@ from lra_bench.reports.detectable import caption_line
 from lra_bench.reports.efficiency import with_ratios
 from lra_bench.reports.figures import fitted_limits, mixer_color, save_png_svg
 from lra_bench.reports.labels import PAD_PX, Label, place, stack, text_size
-from lra_bench.reports.noise import MARK, NOISY_IQR
+from lra_bench.reports.noise import MARK, NOISY_IQR, busy
 from lra_bench.reports.sweep_speed import LEFT_OUT
 from lra_bench.reports.sweep_speed import SOURCE as FROM_RECORDS
 from lra_bench.reports.table1 import SCORE_COLUMNS, TASK_LABELS, attention_order, lra_scores
@@ -183,12 +183,17 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     for k, v in setting.items():
         sub = sub[sub[k] == v]
     sub = with_ratios(sub)
+    if "block" in sub.columns:  # one cell per attention: its Transformer-block cell, else its model=ssm one
+        sub = sub.assign(_ssm=sub["block"] != "transformer").sort_values("_ssm", kind="stable")
+        sub = sub.drop_duplicates(["attention", "n"], keep="first")
     longest = int(sub["n"].max())
     at = sub[sub["n"] == longest].set_index("attention")
     task = at["task"].dropna().iloc[0] if "task" in at.columns and at["task"].notna().any() else None
     meta = {**setting, "n": longest, "task": task, "scores_profile": profile, "size": size, "x": x,
-            "speed_source": FROM_RECORDS if from_records else "benchmark"}
+            "speed_source": FROM_RECORDS if from_records else "benchmark", "busy_left_out": 0,
+            "machine": machine_text(at), "ssm_block": sorted(at.index[at["_ssm"]]) if "_ssm" in at.columns else []}
     rows, omitted = [], {}
+    busy_cells = busy(at)  # timed while other work used the cores: left out
     for att in attention_order(set(sc["attention"]) | set(at.index)):
         s = sc[sc["attention"] == att]
         if s.empty:
@@ -201,6 +206,11 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
         cell = at.loc[att]
         if cell["status"] != "ok":
             omitted[att] = f"{str(cell['status']).upper()} at N={longest}"
+            continue
+        if busy_cells.get(att, False):
+            omitted[att] = (f"timed while other work used {cell['machine.other_cores']:.1f} of "
+                            f"{cell['machine.usable_cores']:.0f} cores: re-run it on an idle machine")
+            meta["busy_left_out"] += 1
             continue
         q1, q3 = (float(pd.to_numeric(cell.get(q), errors="coerce")) for q in ("q1_s", "q3_s"))
         if x == "examples_per_s":
@@ -236,6 +246,16 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     meta["best_tested"] = bool(sc["best"].astype(bool).any())
     meta.update({k: sc.attrs[k] for k in ("tasks", "left_out", "detectable", "reference") if k in sc.attrs})
     return pd.DataFrame(rows, columns=POINT_COLUMNS), omitted, meta
+
+
+def machine_text(cells: pd.DataFrame) -> str:
+    """The machine the cells were timed on, as their ``machine`` fields name it ('' for cells without them)."""
+    if "machine.cpu" not in cells.columns or cells["machine.cpu"].isna().all():
+        return ""
+    first = cells[cells["machine.cpu"].notna()].iloc[0]
+    threads = int(first["machine.threads"])
+    return (f"{first['machine.cpu']}, {int(first['machine.usable_cores'])} usable cores, {threads} "
+            f"thread{'s' if threads != 1 else ''}")
 
 
 def majority_rate(runs: pd.DataFrame, profile: str | None, score_task: str | None = None,
@@ -478,6 +498,7 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     _error_bars(ax, data)
     labels = [Label(r.x, r.y, (f"{MARK} " if r.noisy else "") + r.attention
                     + (f" [{r.n_tasks}/5]" if part and not common else "")
+                    + (" (model=ssm)" if r.attention in meta["ssm_block"] else "")
                     + (f" ({r.collapsed} collapsed)" if r.collapsed else ""), radius=math.sqrt(r.area) / 2)
               for r, part in zip(data.itertuples(), partial, strict=True)]
     frames = [data]
@@ -542,8 +563,9 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     else:
         other = ("" if meta["profile"] == meta.get("scores_profile") else
                  f"\na different model from the profile-{meta.get('scores_profile')} runs the scores come from")
-        ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}, bench profile "
-                     f"{meta['profile']}, batch {batch}, N={n}){other}", fontsize=8.5)
+        machine = f" = {meta['machine']}" if meta.get("machine") else ""
+        ax.set_title(f"speed and memory: model-mode benchmark ({task}device {meta['device']}{machine}, bench "
+                     f"profile {meta['profile']}, batch {batch}, N={n}){other}", fontsize=8.5)
 
     in_training = ("" if meta["speed_source"] != FROM_RECORDS else "\nin training (record" + (
         ": the process's peak RSS)" if str(meta["device"]).startswith("cpu") else ")"))

@@ -20,10 +20,10 @@ from scipy import stats
 from lra_bench.reports import paper
 from lra_bench.reports.figures import mixer_color, save_png_svg
 from lra_bench.reports.labels import COLUMN_GAP_PT, column, column_height_pt, text_size
-from lra_bench.reports.noise import MARK, NOISY_IQR, noise_note, rerun_command, with_noise
+from lra_bench.reports.noise import BUSY_MARK, MARK, NOISY_IQR, busy_note, noise_note, rerun_command, with_noise
 from lra_bench.reports.store import flatten, read_json_tree
 
-GROUP = ["device", "profile", "batch", "mode"]
+GROUP = ["device", "profile", "batch", "mode", "block"]  # block: the model's, "transformer" or "ssm" (model=ssm)
 
 
 def load_cells(bench_dir: Path) -> pd.DataFrame:
@@ -31,6 +31,7 @@ def load_cells(bench_dir: Path) -> pd.DataFrame:
     df = flatten(rows)
     if df.empty:
         return df
+    df["block"] = df["block"].fillna("transformer") if "block" in df.columns else "transformer"  # older cells
     df = df.sort_values("created_at").drop_duplicates(["attention", *GROUP, "n"], keep="last")
     ok = df["status"] == "ok"
     df["steps_per_s"] = np.where(ok, 1.0 / df.get("median_s", np.nan), np.nan)
@@ -75,13 +76,16 @@ BASELINES = ("softmax", "flash")  # ratio columns: the paper's baseline, and exa
 
 def with_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """Add speed and memory ratios to softmax and to flash measured in the same setting (device, profile, batch,
-    mode, n): ``speed_vs_softmax``, ``memory_vs_softmax``, ``speed_vs_flash``, ``memory_vs_flash`` (NaN where the
-    baseline was not measured or did not run)."""
+    mode, n; the baselines' Transformer block, also for model=ssm cells): ``speed_vs_softmax``,
+    ``memory_vs_softmax``, ``speed_vs_flash``, ``memory_vs_flash`` (NaN where the baseline was not measured or did
+    not run)."""
     out = df
+    same = [g for g in GROUP if g != "block"]  # model=ssm cells are compared with the Transformer's baselines
     for name in BASELINES:
-        base = df[df.attention == name].set_index([*GROUP, "n"])[["steps_per_s", "memory_bytes"]]
+        base = df[(df.attention == name) & (df.get("block", "transformer") == "transformer")]
+        base = base.set_index([*same, "n"])[["steps_per_s", "memory_bytes"]]
         base = base.rename(columns={"steps_per_s": f"{name}_steps_per_s", "memory_bytes": f"{name}_memory_bytes"})
-        out = out.join(base, on=[*GROUP, "n"])
+        out = out.join(base, on=[*same, "n"])
         out[f"speed_vs_{name}"] = out["steps_per_s"] / out[f"{name}_steps_per_s"]
         out[f"memory_vs_{name}"] = out["memory_bytes"] / out[f"{name}_memory_bytes"]
     return out
@@ -139,12 +143,24 @@ def rank_text(rho: float) -> str:
     return f"{rho:.2f}" if np.isfinite(rho) else "undefined (fewer than 3 shared rows, or one side all tied)"
 
 
-def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bool = False) -> str:
+def cell_text(row: pd.Series, value: str, ratios: list[str], fmt: str, noisy: bool = False,
+              busy: bool = False) -> str:
     """"value (r1x / r2x)" for an ok cell (a ratio with no baseline shows as "-"), the status otherwise."""
     if row["status"] != "ok":
         return str(row["status"]).upper()
     shown = " / ".join("-" if pd.isna(row[r]) else f"{row[r]:.2f}x" for r in ratios)
-    return f"{row[value]:{fmt}} ({shown})" + (f" {MARK}" if noisy else "")
+    return f"{row[value]:{fmt}} ({shown})" + (f" {MARK}" if noisy else "") + (f" {BUSY_MARK}" if busy else "")
+
+
+FLASH_CPU_NOTE = ("`flash` on a CPU: in training with attention dropout (`attention.attn_dropout` > 0, LRA's 0.1) no "
+                  "fused CPU kernel applies, so `scaled_dot_product_attention` runs its math kernel and builds the "
+                  "N x N matrix like `softmax` (a run warns once); `attention.attn_dropout=0.0` keeps the fused kernel "
+                  "(`python tools/bench_flash.py` measures both).\n")
+
+
+def flash_note(cells: pd.DataFrame, setting: dict) -> str:
+    """The footnote of a CPU table with a ``flash`` row: its dropout falls back to the unfused kernel."""
+    return FLASH_CPU_NOTE if str(setting["device"]).startswith("cpu") and (cells.attention == "flash").any() else ""
 
 
 def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
@@ -165,7 +181,7 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         for attention, a in g.sort_values("n").groupby("attention"):
             row = {"attention": attention}
             for _, r in a.iterrows():
-                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", speed_ratios, ".3g", bool(r.noisy))
+                row[f"steps/s N={r.n}"] = cell_text(r, "steps_per_s", speed_ratios, ".3g", bool(r.noisy), bool(r.busy))
             for _, r in a.iterrows():
                 mib = r.copy()
                 mib["memory_mib"] = r["memory_bytes"] / 2**20 if r["status"] == "ok" else np.nan
@@ -193,13 +209,14 @@ def table2(df: pd.DataFrame, mode: str = "model") -> tuple[pd.DataFrame, str]:
         theirs = pd.Series({k: v[-1] for k, v in paper.TABLE2_STEPS.items()})
         rho = spearman(ours, theirs)
         t = t.drop(columns="_ours_longest").assign(**setting)
-        blocks.append((setting, longest, rho, t, noise_note(g)))
+        blocks.append((setting, longest, rho, t, noise_note(g) + busy_note(g) + flash_note(g, setting)))
     md = []
     for setting, longest, rho, t, note in blocks:
         ratios = ("(x / x) = ratio to softmax / to flash at the same length; \"overtakes flash at N\" = the "
                   "length from which the variant is faster than flash, interpolated log-log between measured lengths"
                   if "overtakes flash at N" in t else "(x) = ratio to softmax at the same length")
-        md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`, batch "
+        block = "" if setting["block"] == "transformer" else f", the `model={setting['block']}` block"
+        md.append(f"**{mode}** mode, device `{setting['device']}`, profile `{setting['profile']}`{block}, batch "
                   f"{setting['batch']}. Steps/s = 1 / median step time; memory = peak growth over weights and "
                   f"inputs during a training step; {ratios}; exp. = the log-log slope against N with its 95 % "
                   f"interval (Student t, lengths - 2 degrees of freedom), fitted only over >= {MIN_LENGTHS} "
@@ -228,8 +245,10 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
     """Time and memory against N per variant (log-2 x; log y where the values span >= LOG_SPAN), each line named
     beside its panel with its fitted exponent and 95 % interval (or why none was fitted: fewer than MIN_LENGTHS
     lengths), a red ring on each noisy timing, a black x where a variant overtakes flash (when flash was measured);
-    the legend below the panels. PNG (and SVG beside it)."""
-    every = df[df["mode"] == mode]
+    the legend below the panels; model=ssm cells are their own lines, labelled. PNG (and SVG beside it)."""
+    every = df[df["mode"] == mode].copy()
+    ssm = every["block"] != "transformer"  # model=ssm cells: their own lines, labelled
+    every["attention"] = every["attention"].where(~ssm, every["attention"] + " (model=" + every["block"] + ")")
     sub = with_noise(every[every.status == "ok"])
     exps = exponents(sub).groupby("attention").first()
     groups = sorted(sub.groupby("attention"), key=lambda kv: kv[0])
@@ -258,7 +277,8 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
                 t_star = np.exp(np.interp(np.log(n_star), log_n, np.log(1 / known.values)))  # flash's time there
                 axes[0].scatter([n_star], [t_star], marker="x", s=70, color="black", zorder=6)
                 crossings += 1
-        style = dict(marker="o", ms=4, color=mixer_color(attention), lw=2.5 if attention in BASELINES else 1.2)
+        color = mixer_color(attention.split(" (model=")[0])  # a model=ssm line in its mixer's colour
+        style = dict(marker="o", ms=4, color=color, lw=2.5 if attention in BASELINES else 1.2)
         axes[0].plot(g.n, g.median_s, gid=attention, **style)
         axes[0].scatter(g.n[g.noisy], g.median_s[g.noisy], s=160, facecolors="none", edgecolors="red",
                         linewidths=1.5, zorder=5)
@@ -267,7 +287,7 @@ def scaling_plot(df: pd.DataFrame, path: Path, mode: str = "model") -> Path:
         for i, values in enumerate((g.median_s, memory)):
             last = values.dropna()
             if len(last):
-                entries[i].append({"text": texts[attention][i], "color": mixer_color(attention),
+                entries[i].append({"text": texts[attention][i], "color": color,
                                    "x": float(g.n[last.index[-1]]), "y": float(last.iloc[-1])})
     for ax, ylabel, values in zip(axes, ["median step time (s)", "peak memory growth (MiB)"],
                                   [sub.median_s, sub.memory_bytes / 2**20], strict=True):

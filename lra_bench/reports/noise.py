@@ -1,9 +1,13 @@
-"""Noisy benchmark cells: timings whose interquartile range is wide relative to their median.
+"""Noisy and busy benchmark cells: timings whose interquartile range is wide relative to their median, and
+timings made while other processes used the cores.
 
 On a loaded machine the timed steps of a cell scatter, and a log-log exponent fitted through such cells can
 be nonsense (an exponent of -1.76 for linear attention was fitted from one). Table 2 and the scaling plot
 flag those cells and exponents and give the command that re-runs them: more repeats make a new cell (the
-repeat count is part of a cell's key) and the report keeps the newest cell of each length.
+repeat count is part of a cell's key) and the report keeps the newest cell of each length. A steadily slowed
+cell does not scatter: each cell therefore records the cores other work used while it was timed
+(``machine.other_cores``, ``lra_bench.infra.machine``); a ``busy`` cell is marked in Table 2 and left out of the
+bubble chart. Cells from before that field have no verdict (never counted busy).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import pandas as pd
 
 NOISY_IQR = 0.25  # (q3 - q1) / median of the timed steps above this flags a cell
 MARK = "⚠"
+BUSY_MARK = "(busy)"
 RERUN_REPEATS = 20
 
 
@@ -23,12 +28,33 @@ def relative_iqr(df: pd.DataFrame) -> pd.Series:
     return spread.where(df["status"] == "ok")
 
 
+def busy(df: pd.DataFrame) -> pd.Series:
+    """True where a cell was timed while other work used the cores (``machine.busy``); False where unknown."""
+    flag = df["machine.busy"] if "machine.busy" in df.columns else pd.Series(False, index=df.index)
+    return flag.map(lambda v: v is True or v == 1.0).astype(bool)
+
+
 def with_noise(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` plus ``iqr_rel`` and ``noisy`` (True where iqr_rel > NOISY_IQR)."""
+    """``df`` plus ``iqr_rel``, ``noisy`` (True where iqr_rel > NOISY_IQR) and ``busy``."""
     out = df.copy()
     out["iqr_rel"] = relative_iqr(out)
     out["noisy"] = out["iqr_rel"] > NOISY_IQR
+    out["busy"] = busy(out)
     return out
+
+
+def busy_note(cells: pd.DataFrame) -> str:
+    """Markdown naming the cells of one setting timed while other work used the cores ('' when none)."""
+    hit = cells[cells["busy"]]
+    if hit.empty:
+        return ""
+    listed = ", ".join(f"{r.attention} N={int(r.n)} ({float(getattr(r, 'other_cores', float('nan'))):.2f} cores)"
+                       for r in hit.rename(columns={"machine.other_cores": "other_cores"})
+                       .sort_values(["attention", "n"]).itertuples())
+    return (f"{BUSY_MARK} **{len(hit)} of {len(cells)} cells timed while other work used the cores** (other "
+            f"processes' average use during the timed steps, beyond the cores the cell left spare): {listed}. "
+            f"Their speeds are slower than the code; the bubble chart leaves them out. Re-run them on an idle "
+            f"machine:\n\n```bash\n{rerun_command(hit)}\n```\n")
 
 
 def rerun_command(cells: pd.DataFrame) -> str:
@@ -41,7 +67,9 @@ def rerun_command(cells: pd.DataFrame) -> str:
     repeats = max(RERUN_REPEATS, 2 * int(previous)) if np.isfinite(previous) else RERUN_REPEATS
     task = first["task"] if isinstance(first.get("task"), str) else "text"  # the benchmark's default task
     multi = "-m " if "," in attentions else ""
-    return (f"python scripts/benchmark.py {multi}attention={attentions} task={task} profile={first['profile']} "
+    block = first.get("block")
+    model = f" model={block}" if isinstance(block, str) and block != "transformer" else ""
+    return (f"python scripts/benchmark.py {multi}attention={attentions}{model} task={task} profile={first['profile']} "
             f"'bench.seq_lens=[{lens}]' 'bench.modes=[{modes}]' bench.batch_size={int(first['batch'])} "
             f"bench.repeats={repeats}")
 

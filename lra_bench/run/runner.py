@@ -31,6 +31,7 @@ from lra_bench.data.cache import CachedSplits
 from lra_bench.errors import CheckpointMismatch, ConfigError, LRABenchError, RunFailed, RunInProgress
 from lra_bench.infra import distributed
 from lra_bench.infra.loggers import LoggerSettings, build_logger
+from lra_bench.infra.machine import CoreUse
 from lra_bench.infra.memory import is_oom, memory_kind, rss_bytes
 from lra_bench.infra.progress import stop_checked
 from lra_bench.infra.runlock import run_lock
@@ -315,6 +316,7 @@ class Outcome:
     test_seconds: float | None = None
     baseline_rss: int | None = None  # resident memory before training (bytes)
     pretraining: dict[str, Any] | None = None  # the pretraining phase's measurements (pretrain=mlm|causal)
+    machine: dict[str, Any] | None = None  # load and other work on the cores during training (infra.machine)
 
 
 def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started: float,
@@ -398,13 +400,20 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
         stop.phase, stop.polling = "pretraining" if p.pretrain else "training", True
         if stop.requested():  # a signal that came in between the data and the first step
             raise Preempted(None, f"data preparation ({stop.received})")
-        if p.pretrain is not None:
-            outcome.pretraining = pretrain_phase(p, getattr(model, "module", model), data, device,
-                                                 Checkpointing(ckpt_dir / PRETRAIN_DIR, p.trainer.checkpoint_every,
-                                                               stop.requested, identity))
-            stop.phase = "training"
-        outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
-                               checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world), profile=p.profile)
+        use = CoreUse(threads=torch.get_num_threads())
+        try:
+            with use.measuring():  # both phases: the pretraining's steps are the run's too
+                if p.pretrain is not None:
+                    outcome.pretraining = pretrain_phase(p, getattr(model, "module", model), data, device,
+                                                         Checkpointing(ckpt_dir / PRETRAIN_DIR,
+                                                                       p.trainer.checkpoint_every, stop.requested,
+                                                                       identity))
+                    stop.phase = "training"
+                outcome.result = train(model, splits, p.trainer, device, p.seed, on_metrics=logger.log,
+                                       checkpointing=checkpointing, shard=Shard(dinfo.rank, dinfo.world),
+                                       profile=p.profile)
+        finally:
+            outcome.machine = use.summary()
         stop.phase, stop.polling = "the final test evaluation", False
         t_test = time.perf_counter()
         outcome.test_predicted = predict(getattr(model, "module", model), splits["test"][0], p.trainer, device)
@@ -509,7 +518,9 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
             "kind": memory_kind(device),
             "reset_ok": result.memory_reset if result else False,
             "rss_before_training_bytes": outcome.baseline_rss,
+            "allocator_reuse": result.allocator_reuse if result else False,  # CPU: as the benchmark's cells
         },
+        "machine": outcome.machine,
         "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
         "lra_bench_version": lra_bench.__version__,
         "python_version": platform.python_version(),

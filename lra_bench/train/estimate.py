@@ -22,7 +22,7 @@ from lra_bench.checks import PositiveFloat, check_fields
 from lra_bench.errors import LRABenchError
 from lra_bench.infra.progress import duration, smaller_profile
 from lra_bench.train.settings import TrainerSettings
-from lra_bench.train.step import train_step
+from lra_bench.train.step import checkpoint_blocks, train_step
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,15 @@ class Estimate:
 
 def probe_step_seconds(model: nn.Module, task: Any, settings: TrainerSettings, device: torch.device,
                        batches: tuple[int, ...]) -> list[float]:
-    """Seconds of the run's own training step (``train_step``) on a copy of ``model`` at each of ``batches``
-    synthetic examples, after one untimed step at the first (one-off costs)."""
+    """Seconds of the run's own training step (``train_step``, with ``trainer.activation_checkpointing`` as the run
+    has it) on a copy of ``model`` at each of ``batches`` synthetic examples, after one untimed step at the first
+    (one-off costs)."""
     from lra_bench.train.loop import make_optimizer  # the loop imports this module's caller, not this module
 
     seconds: list[float] = []
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         probe = copy.deepcopy(model).to(device).train()
+        checkpoint_blocks(probe, settings.activation_checkpointing)  # the run's step: recomputed blocks included
         optimizer, _ = make_optimizer(probe, settings)
         low = 0 if task.pad_id is None else 1
         for i, batch in enumerate((batches[0], *batches)):

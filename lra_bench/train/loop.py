@@ -18,14 +18,14 @@ import torch
 from torch import nn
 
 from lra_bench.data.batches import eval_batches, train_batches
-from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.infra.memory import AllocatorReuse, peak_memory_bytes, reset_peak_memory
 from lra_bench.infra.progress import TRAIN_FORMAT, clock, live_bar, training_advice
 from lra_bench.infra.timing import StepTimer
 from lra_bench.train import checkpoint
 from lra_bench.train.param_groups import describe, param_groups
 from lra_bench.train.schedules import lr_factor, peak_factor
 from lra_bench.train.settings import TrainerSettings
-from lra_bench.train.step import autocast, train_step
+from lra_bench.train.step import autocast, checkpoint_blocks, train_step
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class TrainResult:
     val_eval_seconds: float = 0.0  # wall time of the validation evaluations (over resumes)
     restarts: int = 0  # how many times training resumed from a checkpoint (preempted, requeued, killed, rerun)
     param_groups: list[dict[str, object]] = field(default_factory=list)  # param_groups.describe
+    allocator_reuse: bool = False  # CPU: freed memory kept for reuse after the first step (infra.memory)
 
 
 @torch.no_grad()
@@ -130,12 +131,16 @@ class Checkpointing:
             raise Preempted(step, where)
 
 
-def finish_step(step: int, loss: torch.Tensor, hooks: list[nn.Module], timer: StepTimer) -> float:
+def finish_step(step: int, loss: torch.Tensor, hooks: list[nn.Module], timer: StepTimer,
+                allocator: AllocatorReuse | None) -> float:
     """After the optimizer and scheduler steps: the modules' ``on_train_step`` hooks (feature redraws), the step's
-    time, and the loss as a float (``Diverged`` when it is NaN or infinite)."""
+    time, the allocator's switch to reuse after the process's first step (the benchmark's setting, outside the
+    timed step), and the loss as a float (``Diverged`` when it is NaN or infinite)."""
     for module in hooks:
         module.on_train_step(step)
     timer.stop()
+    if allocator is not None:
+        allocator.after_step()  # the first step of this process with the default allocator, then reuse
     loss_value = float(loss.detach())
     if not np.isfinite(loss_value):
         raise Diverged(step, loss_value)
@@ -179,6 +184,7 @@ def train(
     ckpt = checkpointing or Checkpointing()
     shard = shard or Shard()
     core = getattr(model, "module", model)  # the unwrapped model (DDP keeps it in .module)
+    checkpoint_blocks(core, s.activation_checkpointing)
     optimizer, scheduler = make_optimizer(model, s)
     hooks = [m for m in core.modules() if callable(getattr(m, "on_train_step", None))]
     timer = StepTimer(device=device, warmup=s.timing_warmup_steps)
@@ -233,15 +239,15 @@ def train(
     memory_reset = reset_peak_memory(device)
     t_loop = time.perf_counter()
     advised = False
-    with live_bar(s.max_steps, "train", " steps", initial=start, show=shard.rank == 0,
-                  bar_format=TRAIN_FORMAT) as bar:
+    with AllocatorReuse(device) as allocator, live_bar(s.max_steps, "train", " steps", initial=start,
+                                                       show=shard.rank == 0, bar_format=TRAIN_FORMAT) as bar:
         for step in range(start + 1, s.max_steps + 1):
             timer.start()
             x, y = shard.take(*next(batches))
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             logits, loss = train_step(model, optimizer, x, y, device, s.precision, s.grad_clip)
             scheduler.step()
-            loss_value = finish_step(step, loss, hooks, timer)
+            loss_value = finish_step(step, loss, hooks, timer, allocator)
             running["loss"] += loss_value * len(y)
             running["correct"] += int((logits.detach().argmax(-1) == y).sum())
             running["seen"] += len(y)
@@ -285,4 +291,5 @@ def train(
     return TrainResult(best_val_acc=best_acc, best_step=best_step, steps=s.max_steps, timer=timer,
                        peak_memory_bytes=peak, memory_reset=memory_reset, evals=evals,
                        loop_seconds=seconds["loop"], val_eval_seconds=seconds["val_eval"], restarts=restarts,
+                       allocator_reuse=allocator.applied,
                        param_groups=describe(optimizer, peak_factor(s.schedule, s.warmup_steps)))

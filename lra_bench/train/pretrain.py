@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lra_bench.data.batches import eval_batches, train_batches
-from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.infra.memory import AllocatorReuse, peak_memory_bytes, reset_peak_memory
 from lra_bench.infra.progress import TRAIN_FORMAT, live_bar
 from lra_bench.infra.timing import StepTimer
 from lra_bench.train import checkpoint
@@ -188,7 +188,8 @@ def pretrain(model: nn.Module, inputs: dict[str, np.ndarray], settings: Pretrain
     model.train()
     memory_reset = reset_peak_memory(device)
     t_loop = time.perf_counter()
-    with live_bar(s.max_steps, "pretrain", " steps", initial=start, bar_format=TRAIN_FORMAT) as bar:
+    with AllocatorReuse(device) as allocator, live_bar(s.max_steps, "pretrain", " steps", initial=start,
+                                                       bar_format=TRAIN_FORMAT) as bar:
         for step in range(start + 1, s.max_steps + 1):
             timer.start()
             x, _ = next(batches)  # the zeros stand in for labels: the batches' order only
@@ -202,7 +203,7 @@ def pretrain(model: nn.Module, inputs: dict[str, np.ndarray], settings: Pretrain
             loss, n, hits = objective.score(out, targets, selected)
             apply_gradients(model, optimizer, loss, s.grad_clip)
             scheduler.step()
-            loss_value = finish_step(step, loss, hooks, timer)
+            loss_value = finish_step(step, loss, hooks, timer, allocator)  # the benchmark's allocator too
             running["loss"] += loss_value * n
             running["metric"] += hits
             running["seen"] += n

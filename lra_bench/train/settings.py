@@ -42,6 +42,10 @@ class TrainerSettings:
     flush_denormal: on CPU, flush denormal floats to zero (``torch.set_flush_denormal``). Trained attention
         produces denormals (exp of very negative scores) that x86 handles ~100x slower: measured on a Pathfinder
         run, steps/s fell from 17 to under 4 within 1,000 steps without it and stayed at 17 with it, same losses.
+    activation_checkpointing: keep only each block's input in the forward pass and recompute the block's
+        activations in the backward (``torch.utils.checkpoint`` per block): the memory of one block's activations
+        instead of all of them, for about one more forward pass of time. Bit-identical results (the random state
+        is replayed, batch-norm statistics are updated once); the record says whether it was on.
     """
 
     max_steps: Count
@@ -65,6 +69,7 @@ class TrainerSettings:
     checkpoint_every: NonNegativeInt = 500
     flush_denormal: bool = True
     compile: Literal["auto", True, False] = "auto"
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "trainer")  # types, finiteness, the declared ranges and choices

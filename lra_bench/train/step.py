@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lra_bench.errors import ConfigError
+
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
     """bf16 autocast on CUDA when asked; CPU runs stay in fp32."""
@@ -19,6 +21,19 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 def compile_enabled(setting: str | bool, device: torch.device) -> bool:
     """``trainer.compile`` resolved for ``device``: "auto" compiles on CUDA only."""
     return setting is True or (setting == "auto" and device.type == "cuda")
+
+
+def checkpoint_blocks(model: nn.Module, on: bool) -> int:
+    """``trainer.activation_checkpointing``: switch per-block checkpointing on or off in every encoder of ``model``
+    (the modules with a ``checkpoint_blocks`` flag: ``models.encoder.Encoder``, ``models.ssm.SSMEncoder``); returns
+    how many. Asking for it on a model without such an encoder is a ConfigError."""
+    encoders = [m for m in model.modules() if hasattr(m, "checkpoint_blocks")]
+    if on and not encoders:
+        raise ConfigError(f"trainer.activation_checkpointing=true: {type(model).__name__} has no encoder of "
+                          "blocks to checkpoint (models.encoder.Encoder or models.ssm.SSMEncoder)")
+    for m in encoders:
+        m.checkpoint_blocks = on
+    return len(encoders)
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor, device: torch.device,

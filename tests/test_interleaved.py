@@ -1,0 +1,23 @@
+"""Cells timed in turns (``bench.interleaved``): each its own process, a failure or a timeout ends that cell alone."""
+
+from __future__ import annotations
+
+from lra_bench.bench.interleaved import Job, run_interleaved
+from tests.test_efficiency import attention_payload
+
+
+def test_cells_in_turns_keep_their_own_results_and_failures():
+    good = attention_payload("softmax", 64)  # warmup 1, repeats 2
+    good["repeats"] = 4
+    broken = attention_payload("softmax", 64)
+    broken["config"]["attention"]["no_such_knob"] = 1  # the layer cannot be built: a failed cell
+    slow = attention_payload("performer", 64)
+    jobs = [Job("good", good, 300), Job("broken", broken, 300), Job("slow", slow, 0.001)]
+    results = run_interleaved(jobs, rounds=2)
+    ok, failed, timeout = results
+    assert ok["status"] == "ok" and ok["repeats"] == 4 and len(ok["durations"]) == 4 and ok["rounds"] == 2
+    assert ok["interleaved_with"] == ["broken", "slow"] and ok["peak_delta_bytes"] is not None
+    assert ok["machine"]["usable_cores"] >= 1
+    assert failed["status"] == "failed" and "no_such_knob" in failed["message"]
+    assert timeout["status"] == "timeout"
+    assert all(job.proc.poll() is not None for job in jobs)  # no process left behind

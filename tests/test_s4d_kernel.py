@@ -1,0 +1,62 @@
+"""S4D's kernel without the (channels, modes, L) Vandermonde matrix (issue 45): Ā^l = Ā^(jT)·Ā^t, T ≈ √L."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from lra_bench.attention.s4d import S4DKernel
+
+
+def full_vandermonde(kernel: S4DKernel, length: int) -> torch.Tensor:
+    """The kernel as it was computed before: the whole (C, n, L) matrix Ā^l, then a sum over the modes."""
+    dta, a = kernel._dt_a()
+    c = torch.view_as_complex(kernel.C) * kernel._b_bar(dta, a)  # (k, C, n): C·B̄
+    steps = torch.arange(length, dtype=kernel.log_dt.dtype)  # (L,)
+    return 2 * torch.einsum("khn,hnl->khl", c, torch.exp(dta[..., None] * steps)).real  # (k, C, L)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 100, 1000, 1024, 4097])
+@pytest.mark.parametrize(("init", "n_ssm"), [("lin", None), ("legs", 2)])  # legs: a trained B, shared sets
+def test_kernel_equals_the_full_vandermonde(length, init, n_ssm):
+    torch.manual_seed(0)
+    kernel = S4DKernel(dim=8, d_state=16, dt_min=0.001, dt_max=0.1, init=init, channels=2, n_ssm=n_ssm).double()
+    torch.testing.assert_close(kernel(length), full_vandermonde(kernel, length), rtol=1e-12, atol=1e-12)
+    kernel = kernel.float()  # float32: within its rounding
+    torch.testing.assert_close(kernel(length), full_vandermonde(kernel, length), rtol=1e-5, atol=1e-5)
+
+
+def test_gradients_equal_the_full_vandermonde():
+    torch.manual_seed(1)
+    kernel = S4DKernel(dim=4, d_state=8, dt_min=0.01, dt_max=0.5, init="inv", channels=2, n_ssm=None).double()
+    weights = torch.randn(2, 4, 300, dtype=torch.float64)
+    grads = []
+    for f in (kernel, lambda n: full_vandermonde(kernel, n)):
+        kernel.zero_grad(set_to_none=True)
+        (f(300) * weights).sum().backward()
+        grads.append({name: p.grad.clone() for name, p in kernel.named_parameters()})
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-10, atol=1e-12)
+
+
+class LargestTensor(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.numel = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(t, torch.Tensor):
+                self.numel = max(self.numel, t.numel())
+        return out
+
+
+def test_no_tensor_of_channels_times_modes_times_length():
+    """Forward and backward at width 64, 32 modes, L = 4096: the largest tensor is the output's size (channels x
+    L per direction), not the Vandermonde's 64 x 32 x 4096."""
+    kernel = S4DKernel(dim=64, d_state=64, dt_min=0.001, dt_max=0.1, init="lin", channels=2, n_ssm=None)
+    with LargestTensor() as seen:
+        kernel(4096).sum().backward()
+    assert seen.numel <= 2 * 2 * 64 * 4096  # the complex (2, C, J·T) product as reals; the full matrix: 64·32·4096
