@@ -59,9 +59,9 @@ def test_the_committed_budget_study_regenerates_exactly(tmp_path, monkeypatch):
     kept = (committed / "last_quarter.md").read_text().splitlines()
     assert made[4:] == kept[4:]  # the Regenerate line names the folders given
     assert (tmp_path / "curves.png").is_file()
-    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())  # line breaks do not matter
     for line in kept:
-        if line.startswith("| ListOps"):
+        if line.startswith("| ") and not line.startswith(("| task", "|:")):
             cells = [c.strip() for c in line.split("|")]
             assert f"`{cells[2]}` {cells[6]}" in docs  # docs quote every row's gain as the table has it
 
