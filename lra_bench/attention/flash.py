@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -65,10 +66,11 @@ class FlashAttention(Attention):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         p = self.attn_dropout if self.training else 0.0
-        if p > 0 and q.device.type == "cpu" and not FlashAttention.warned:
+        compiling = torch.compiler.is_compiling()  # no logging and no host sync inside a compiled graph
+        if p > 0 and q.device.type == "cpu" and not compiling and not FlashAttention.warned:
             FlashAttention.warned = True
             log.warning(CPU_DROPOUT_WARNING.format(p=p))
-        if mask is None or bool(mask.all()):  # one host sync; no mask keeps SDPA on its fused kernels
+        if mask is None or (not compiling and bool(mask.all())):  # one host sync; no mask keeps SDPA fused
             return F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, H, N, D)
         # a fully padded row would give NaN: let it attend everywhere (its output is unspecified anyway)
         keep = mask | ~mask.any(dim=-1, keepdim=True)  # (B, N) True = attend
