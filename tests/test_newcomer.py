@@ -390,8 +390,8 @@ def test_every_readme_command_runs(tmp_path, readme_sweep):
                 args = [*args[:2], "--dry-run", *[str(data) if a == "/data" else a for a in args[2:]]]
             if command.startswith("python scripts/report.py"):
                 args += ["--out", str(tmp_path / "report")]
-            if command.startswith("python -m pytest"):  # its options and selection; CI runs the whole suite itself
-                args += ["--collect-only", *([] if args[-1].endswith(".py") else ["tests/test_parallel_suite.py"])]
+            if command.startswith("python -m pytest"):  # its options and selection (each tier collects tests, ~10 s);
+                args += ["--collect-only", "-p", "no:cacheprovider"]  # CI runs the whole suite itself
             if command.startswith("jupyter "):
                 if shutil.which("jupyter") is None:
                     continue  # the notebook extra is not installed here
@@ -401,6 +401,8 @@ def test_every_readme_command_runs(tmp_path, readme_sweep):
             proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-3000:]}"
         report = (tmp_path / "report" / "REPORT.md").read_text()
-        assert "bubble.png" in report and "Table 2" in report  # after the benchmark: LRA's protocol
+        assert "Table 2" in report  # after the benchmark: LRA's protocol; its chart, unless other work (this suite's
+        busy = re.search(r"bubble chart: no attention has both .*", report)  # other workers) kept every cell's cores
+        assert "bubble.png" in report or (busy and "timed while other work used" in busy.group(0)), report
     finally:
         executed.unlink(missing_ok=True)

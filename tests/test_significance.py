@@ -140,6 +140,31 @@ def test_collapsed_runs_and_a_task_at_chance_left_out_of_the_average(tmp_path):
     assert majority_rate(load_runs(runs), "cpu", tasks=scores.attrs["tasks"]) == pytest.approx(50.0)
 
 
+def test_every_task_at_chance_gives_no_lra_score_but_a_chart_of_mean_accuracy_that_says_so(tmp_path):
+    """A smoke sweep: every variant at chance on its one task. Table 1's average stays empty (nothing ranks them);
+    the chart's y is their mean accuracy, labelled as such, beside the majority-class rate of those tasks."""
+    labels = np.arange(1000) % 2
+    runs = tmp_path / "runs"
+    for att, acc in (("softmax", 0.5), ("linear", 0.5)):
+        for seed in range(2):
+            rec = record("listops", att, seed, acc=acc)
+            rec.update(test_examples=1000, test_majority_rate=0.5)
+            rec[predictions.FIELD] = predictions.encode(np.zeros(1000, int), labels, "L")
+            write(runs, rec)
+    frame, md = table1(load_runs(runs), "cpu")
+    assert frame["avg_present"].isna().all() and frame["n_tasks"].eq(0).all()
+    scores = lra_scores(frame, "cpu")
+    assert scores.attrs["tasks"] == [] and scores.attrs["left_out"] == ["listops"] and scores.attrs["all_at_chance"]
+    got = scores.set_index("attention")
+    assert got["score"].tolist() == [50.0, 50.0] and not got["best"].any() and got["collapsed"].tolist() == [2, 2]
+    assert got["seeds"].tolist() == [2, 2] and got["n_tasks"].tolist() == [1, 1]
+    points = scores.assign(noisy=False, repeats=3.0, x_lo=np.nan, y_lo=np.nan, seeds_max=scores["seeds_max"])
+    text = caption(points, {"best_tested": False, **scores.attrs}, None)
+    assert "Every variant is at chance on every task here (ListOps): no LRA score ranks them" in text
+    assert "left out of the LRA score" not in text and "interval of the mean accuracy" in text
+    assert majority_rate(load_runs(runs), "cpu", tasks=scores.attrs["left_out"]) == pytest.approx(50.0)
+
+
 def test_a_cell_pairs_only_with_predictions_that_match_its_accuracies():
     labels = np.arange(8) % 2
     field = predictions.encode(labels, labels, "f")  # all right

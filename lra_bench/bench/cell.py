@@ -159,16 +159,16 @@ def main() -> None:
             emit({"status": "ok", **asdict(summarize(durations, p["warmup"])), "durations": durations, **fields,
                   "machine": use.summary()})
         return
-    emit({"status": "ready", **fields})
-    release_freed_memory(device)  # parked: only weights, optimizer state and inputs stay resident
+    release_freed_memory(device)  # parked: only weights, optimizer state and inputs stay resident; released before
+    emit({"status": "ready", **fields})  # answering, so the next variant's burst never runs beside this work
     for line in sys.stdin:
         command = json.loads(line)
         if command.get("finish"):
             break
         if (durations := burst(command["warmup"], command["repeats"])) is None:
             return
-        emit({"status": "timed", "durations": durations})
         release_freed_memory(device)
+        emit({"status": "timed", "durations": durations})
     emit({"status": "finished", "machine": use.summary()})
 
 if __name__ == "__main__":

@@ -244,7 +244,8 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
     meta["best_tested"] = bool(sc["best"].astype(bool).any())
-    meta.update({k: sc.attrs[k] for k in ("tasks", "left_out", "detectable", "reference") if k in sc.attrs})
+    meta.update({k: sc.attrs[k] for k in ("tasks", "left_out", "all_at_chance", "detectable", "reference")
+                 if k in sc.attrs})
     return pd.DataFrame(rows, columns=POINT_COLUMNS), omitted, meta
 
 
@@ -413,7 +414,8 @@ def _error_bars(ax, data: pd.DataFrame) -> None:
 def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
     """The caption's lines: what the vertical bars are and how many seeds are behind them, the horizontal bars,
     what the emphasis means, the detectable gap, the tasks left out of the score and the collapsed runs."""
-    what = f"{TASK_LABELS[score_task]} accuracy" if score_task else "LRA score"
+    what = (f"{TASK_LABELS[score_task]} accuracy" if score_task else "mean accuracy" if meta.get("all_at_chance")
+            else "LRA score")
     fewest, most = data["seeds"].dropna(), data.get("seeds_max", data["seeds"]).dropna()  # over tasks and points
     per = "" if score_task else " per task"
     wilson = "Wilson" + ("" if score_task else " per task, combined over the tasks")
@@ -451,7 +453,12 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
     gaps = caption_line(meta.get("detectable", {}), meta.get("reference", "the reference"), tasks)
     if gaps:
         lines.append(gaps)
-    if meta.get("left_out") and not score_task:
+    if meta.get("all_at_chance") and not score_task:
+        names = ", ".join(TASK_LABELS[t] for t in meta["left_out"])
+        lines.append(f"Every variant is at chance on every task here ({names}): no LRA score ranks them; the score "
+                     "axis is their mean test accuracy, beside the majority-class rate, and only speed and memory are "
+                     "results.")
+    elif meta.get("left_out") and not score_task:
         names = ", ".join(TASK_LABELS[t] for t in meta["left_out"])
         covered = ", ".join(TASK_LABELS[t] for t in meta.get("tasks", []))
         lines.append(f"{names}: every variant at chance, so left out of the LRA score (shown in Table 1); the score "
@@ -545,6 +552,9 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         ax.set_xlabel(f"Speed relative to softmax at {where} (steps/s ratio)")
     if score_task is not None:
         ax.set_ylabel(f"{TASK_LABELS[score_task]} test accuracy (%)\n(this one task only, not an LRA average)")
+    elif meta.get("all_at_chance"):
+        covered = ", ".join(TASK_LABELS[t] for t in meta["left_out"])
+        ax.set_ylabel(f"Mean test accuracy (%) over {covered}:\nevery variant at chance, not an LRA score")
     elif common and meta.get("tasks"):
         covered = ", ".join(TASK_LABELS[t] for t in meta["tasks"])
         ax.set_ylabel(f"LRA score (%): mean test accuracy over\n{covered} ({int(data['n_tasks'].iloc[0])}/5 tasks)")

@@ -540,20 +540,53 @@ def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     at chance for every variant), n_tasks, params of one profile, with the score's 95 % interval (score_lo,
     score_hi), whether it is in the confidence set for the best average (best) and its P(rank 1), the fewest and
     the most seeds of its tasks (seeds, seeds_max) and its collapsed runs on them. ``attrs``: "tasks" (covered),
-    "left_out" (at chance), "detectable" (task -> Detectable) and "reference"."""
+    "left_out" (at chance), "all_at_chance" (every task present is at chance: ``score`` is then their mean accuracy,
+    which ranks nothing), "detectable" (task -> Detectable) and "reference"."""
     if table.empty:
         return pd.DataFrame(columns=SCORE_COLUMNS)
     t = one_profile(table, profile)
-    t = t[t.n_tasks > 0]
     prof = t.profile.iloc[0] if len(t) else profile
     verdicts = table.attrs.get("verdicts", {}).get(prof, {})
     tasks = verdicts.get(AVG, {}).get("tasks", list(TASKS5))
+    left_out = verdicts.get(AVG, {}).get("left_out", [])
+    if not tasks and left_out:  # every task at chance for every variant: no LRA score ranks them; the chart's y is
+        return _chance_scores(t, left_out, verdicts, table.attrs.get("reference", REFERENCE))  # their mean accuracy
+    t = t[t.n_tasks > 0]
     per_task = t[[f"{task}_n" for task in tasks]].replace(0, np.nan) if tasks else pd.DataFrame(index=t.index)
     out = pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
                         "n_tasks": t.n_tasks, "params": t.params, "score_lo": t.avg_lo, "score_hi": t.avg_hi,
                         "best": t.avg_best, "p_rank1": t.avg_p_rank1, "seeds": per_task.min(axis=1),
                         "seeds_max": per_task.max(axis=1), "collapsed": t.avg_collapsed}).reset_index(drop=True)
-    out.attrs.update(tasks=list(tasks), left_out=verdicts.get(AVG, {}).get("left_out", []),
+    out.attrs.update(tasks=list(tasks), left_out=left_out, all_at_chance=False,
                      detectable={k: v["detectable"] for k, v in verdicts.items() if k != AVG and v["detectable"]},
                      reference=table.attrs.get("reference", REFERENCE))
+    return out
+
+
+def _chance_scores(t: pd.DataFrame, tasks: list[str], verdicts: dict, reference: str) -> pd.DataFrame:
+    """``lra_scores`` when every task present is at chance for every variant (a smoke sweep): each variant's mean
+    test accuracy over those tasks with its 95 % interval, no best set (nothing ranks them), ``attrs``
+    "all_at_chance" True, so that the chart shows what speed and memory the runs had beside the chance line and
+    says that its y is no LRA score."""
+    rows = []
+    for row in t.to_dict("records"):
+        present = [task for task in tasks if not math.isnan(row[f"{task}_mean"])]
+        if not present:
+            continue
+        lo = hi = math.nan
+        if all(math.isfinite(row[f"{task}_se"]) for task in present):
+            _, lo, hi, _, _ = mean_interval([row[f"{task}_mean"] for task in present],
+                                            [row[f"{task}_se"] for task in present],
+                                            [row[f"{task}_df"] for task in present])
+            lo, hi = max(lo, 0.0), min(hi, 100.0)
+        seeds = [row[f"{task}_n"] for task in present]
+        rows.append({"attention": row["attention"], "profile": row["profile"],
+                     "score": float(np.mean([row[f"{task}_mean"] for task in present])), "n_tasks": len(present),
+                     "params": row["params"], "score_lo": lo, "score_hi": hi, "best": False, "p_rank1": math.nan,
+                     "seeds": min(seeds), "seeds_max": max(seeds),
+                     "collapsed": int(sum(row[f"{task}_collapsed"] for task in present))})
+    out = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    out.attrs.update(tasks=[], left_out=list(tasks), all_at_chance=True,
+                     detectable={k: v["detectable"] for k, v in verdicts.items() if k != AVG and v["detectable"]},
+                     reference=reference)
     return out
