@@ -379,6 +379,16 @@ def _marks(verdict: dict | None, best: dict | None, att: str) -> str:
     return " ".join(m for m in (mark, sig.BEST_MARK if best and att in best["set"] else "") if m)
 
 
+def _interval_over(row: dict, tasks: list[str]) -> tuple[float, float]:
+    """The 95 % interval of the mean of ``row``'s task means over ``tasks`` (``mean_interval``), within [0, 100];
+    NaN where a task has no standard error."""
+    if not all(math.isfinite(row[f"{t}_se"]) for t in tasks):
+        return math.nan, math.nan
+    _, lo, hi, _, _ = mean_interval([row[f"{t}_mean"] for t in tasks], [row[f"{t}_se"] for t in tasks],
+                                    [row[f"{t}_df"] for t in tasks])
+    return max(lo, 0.0), min(hi, 100.0)
+
+
 def _avg_columns(row: dict, average: dict) -> dict:
     """The average columns of one row over the tasks the average covers (``average["tasks"]``: the 5 without those
     at chance for every variant)."""
@@ -397,10 +407,8 @@ def _avg_columns(row: dict, average: dict) -> dict:
            "avg_best": bool(best and att in best["set"]),
            "avg_p_rank1": best["p_rank1"].get(att, math.nan) if best else math.nan,
            "avg_collapsed": int(sum(row[f"{t}_collapsed"] for t in ranked))}
-    if k and all(math.isfinite(row[f"{t}_se"]) for t in ranked):
-        _, lo, hi, _, _ = mean_interval([row[f"{t}_mean"] for t in ranked], [row[f"{t}_se"] for t in ranked],
-                                        [row[f"{t}_df"] for t in ranked])
-        out["avg_lo"], out["avg_hi"] = max(lo, 0.0), min(hi, 100.0)
+    if k:
+        out["avg_lo"], out["avg_hi"] = _interval_over(row, ranked)
     if len(all5) == len(TASKS5):
         px = row["pathx_mean"]
         out["pathx_counted_as_fail"] = math.isnan(px)
@@ -558,9 +566,14 @@ def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
                         "best": t.avg_best, "p_rank1": t.avg_p_rank1, "seeds": per_task.min(axis=1),
                         "seeds_max": per_task.max(axis=1), "collapsed": t.avg_collapsed}).reset_index(drop=True)
     out.attrs.update(tasks=list(tasks), left_out=left_out, all_at_chance=False,
-                     detectable={k: v["detectable"] for k, v in verdicts.items() if k != AVG and v["detectable"]},
+                     detectable=_detectable(verdicts),
                      reference=table.attrs.get("reference", REFERENCE))
     return out
+
+
+def _detectable(verdicts: dict) -> dict:
+    """task -> its Detectable gap, for the tasks that have one (the verdicts of one profile)."""
+    return {k: v["detectable"] for k, v in verdicts.items() if k != AVG and v["detectable"]}
 
 
 def _chance_scores(t: pd.DataFrame, tasks: list[str], verdicts: dict, reference: str) -> pd.DataFrame:
@@ -573,12 +586,7 @@ def _chance_scores(t: pd.DataFrame, tasks: list[str], verdicts: dict, reference:
         present = [task for task in tasks if not math.isnan(row[f"{task}_mean"])]
         if not present:
             continue
-        lo = hi = math.nan
-        if all(math.isfinite(row[f"{task}_se"]) for task in present):
-            _, lo, hi, _, _ = mean_interval([row[f"{task}_mean"] for task in present],
-                                            [row[f"{task}_se"] for task in present],
-                                            [row[f"{task}_df"] for task in present])
-            lo, hi = max(lo, 0.0), min(hi, 100.0)
+        lo, hi = _interval_over(row, present)
         seeds = [row[f"{task}_n"] for task in present]
         rows.append({"attention": row["attention"], "profile": row["profile"],
                      "score": float(np.mean([row[f"{task}_mean"] for task in present])), "n_tasks": len(present),
@@ -587,6 +595,6 @@ def _chance_scores(t: pd.DataFrame, tasks: list[str], verdicts: dict, reference:
                      "collapsed": int(sum(row[f"{task}_collapsed"] for task in present))})
     out = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     out.attrs.update(tasks=[], left_out=list(tasks), all_at_chance=True,
-                     detectable={k: v["detectable"] for k, v in verdicts.items() if k != AVG and v["detectable"]},
+                     detectable=_detectable(verdicts),
                      reference=reference)
     return out
