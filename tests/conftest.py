@@ -40,11 +40,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own hook, whose renaming name_group checks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist, the longest work starts first, so no worker is left with it alone at the end: the modules that
     run as one group (``xdist_group``: a cluster, a shared reference run), then the ``slow`` tests, then the rest.
     The order within each class is unchanged; a serial run keeps the files' order. A test that reads the shared
-    README sweep outside its group is refused (a second worker would run the sweep again)."""
+    README sweep outside its group is refused (a second worker would run the sweep again). Under ``--dist
+    loadgroup`` every grouped item's nodeid carries its group (``name_group``)."""
     def group(item: pytest.Item) -> str | None:  # the group xdist's loadgroup gives the item (its closest mark)
         mark = item.get_closest_marker("xdist_group")
         return None if mark is None else mark.args[0] if mark.args else mark.kwargs.get("name")
@@ -61,6 +63,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 0 if item.get_closest_marker("xdist_group") else 1 if item.get_closest_marker("slow") else 2
 
     items.sort(key=rank)  # stable
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            name_group(item)
+
+
+def xdist_suffix(item: pytest.Item) -> str:
+    """The ``@group`` suffix pytest-xdist's loadgroup gives an item's nodeid ("" without an ``xdist_group`` mark):
+    every group mark's name, sorted and joined by "_", as xdist/remote.py writes it."""
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    return f"@{'_'.join(sorted(names))}" if names else ""
+
+
+def name_group(item: pytest.Item) -> None:
+    """Put the ``@group`` suffix on ``item``'s nodeid where pytest-xdist's own renaming was lost. xdist 3.8 writes it
+    to ``item._nodeid``; pytest 9.2 derives ``nodeid`` from ``item._id`` (a NodeId), so that write does nothing and
+    ``--dist loadgroup`` spread each group over the workers (two SLURM clusters on one port, the README sweep run
+    twice). The controller reads the group from the nodeid's last "@"."""
+    suffix = xdist_suffix(item)
+    if not suffix or item.nodeid.endswith(suffix):
+        return
+    from _pytest.nodeid import NodeId  # pytest >= 9.2 only: older versions keep xdist's suffix (returned above)
+
+    item._id = NodeId.parse(item.nodeid + suffix)
 
 
 def compose_run(overrides: list[str], tmp_path: Path, config_name: str = "run") -> DictConfig:

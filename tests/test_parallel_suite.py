@@ -33,6 +33,41 @@ def test_modules_sharing_a_cluster_or_a_reference_run_stay_on_one_worker(module,
     assert any(m.name == "xdist_group" and m.args == (group,) for m in marks), f"{module}: {marks}"
 
 
+@pytest.mark.xdist_group("parallel_suite")
+def test_under_loadgroup_a_grouped_test_carries_its_group_to_the_scheduler(request):
+    """The README's command (``-n auto --dist loadgroup``) keeps a group on one worker only if the worker reports
+    the item as ``nodeid@group``: pytest 9.2 lost xdist 3.8's renaming (conftest.name_group restores it)."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not under pytest-xdist --dist loadgroup (the README's command runs it that way)")
+    assert request.node.nodeid.endswith("@parallel_suite"), request.node.nodeid
+
+
+def test_a_grouped_item_is_renamed_once_and_an_ungrouped_one_not_at_all():
+    from _pytest.nodeid import NodeId
+
+    class Item:  # what name_group reads and writes of a pytest 9.2 item: nodeid derived from _id
+        def __init__(self, nodeid: str, *groups: str) -> None:
+            self._id, self.marks = NodeId.parse(nodeid), [pytest.mark.xdist_group(g).mark for g in groups]
+
+        nodeid = property(lambda self: str(self._id))
+
+        def iter_markers(self, name: str):
+            return iter(self.marks if name == "xdist_group" else [])
+
+    item = Item
+
+    grouped = item("tests/test_x.py::test_a[1]", "slurm")
+    conftest.name_group(grouped)
+    conftest.name_group(grouped)
+    assert grouped.nodeid == "tests/test_x.py::test_a[1]@slurm"
+    two = item("tests/test_x.py::test_b", "b", "a")
+    conftest.name_group(two)
+    assert two.nodeid == "tests/test_x.py::test_b@a_b"  # xdist's own spelling: names sorted, joined by "_"
+    plain = item("tests/test_x.py::test_c")
+    conftest.name_group(plain)
+    assert plain.nodeid == "tests/test_x.py::test_c"
+
+
 def test_a_reader_of_the_shared_readme_sweep_outside_its_group_is_refused(monkeypatch):
     """conftest.readme_sweep runs once per worker: a test that reads it outside its xdist group would make a
     second worker run the sweep again, so collection refuses it, naming the test and the mark to add."""
@@ -58,10 +93,11 @@ def test_under_xdist_groups_then_slow_tests_start_first_in_their_order(monkeypat
              fake_item("e", "xdist_group"), fake_item("f", "slow")]
     serial = list(items)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    conftest.pytest_collection_modifyitems(None, serial)
+    config = SimpleNamespace(option=SimpleNamespace())  # no --dist loadgroup: nodeids untouched
+    conftest.pytest_collection_modifyitems(config, serial)
     assert [i.name for i in serial] == list("abcdef"), "a serial run keeps the files' order"
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
-    conftest.pytest_collection_modifyitems(None, items)
+    conftest.pytest_collection_modifyitems(config, items)
     assert [i.name for i in items] == list("cebfad")
 
 
