@@ -70,8 +70,8 @@ def test_a_benchmark_on_busy_cores_marks_its_cells_and_the_chart_leaves_them_out
     busy, Table 2 says so and counts them, the bubble chart plots neither and says why."""
     spinners = 2 * usable_cores()
     child = subprocess.Popen([sys.executable, "-c", SPIN, str(spinners)], stdout=subprocess.PIPE,
-                             process_group=0)  # its own group, killed as one, in this session: a new
-    # session is its own autogroup, which the kernel gives one fair share of the CPU (about one core), not 4 threads' share
+                             process_group=0)  # its own group, killed as one, but in this session: a
+    # new session is its own autogroup, which the kernel gives one fair share of the CPU (about a core), not 4 threads'
     try:
         seen = ""
         while seen.count("spinning") < spinners:  # every spinner has started (their lines may interleave)
