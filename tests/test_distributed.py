@@ -1,41 +1,65 @@
-"""One run over 2 processes (torchrun, gloo on CPU) equals a single process with the same global batch."""
+"""One run over 2 processes (torchrun, gloo on CPU) equals a single process with the same global batch, and a stop
+signal that reaches one rank alone stops them all at one step boundary (no rank left waiting in a collective)."""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
+from lra_bench.errors import ConfigError
+from lra_bench.infra import distributed
+from lra_bench.infra.timing import StepTimer
 from lra_bench.run.runner import run
 from lra_bench.store.records import read_records
+from lra_bench.train.loop import Diverged, finish_step
 from tests.conftest import ROOT, compose_run
 
 ARGS = ["profile=smoke", "model.dropout=0.0", "attention.attn_dropout=0.0", "trainer.max_steps=20",
         "trainer.eval_every=10", "trainer.batch_size=16"]
+TIMEOUT_S = 300  # the whole torchrun job; a collective gives up after LRA_DIST_TIMEOUT_S (below) and says where
 
 
-def launch(tmp_path, name, prefix):
-    env = {**os.environ, "LRA_RESULTS_DIR": str(tmp_path / name), "LRA_CACHE_DIR": str(tmp_path / "cache"),
-           "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([*prefix, "run.py", *ARGS], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+def env_for(tmp_path: Path, name: str) -> dict[str, str]:
+    return {**os.environ, "LRA_RESULTS_DIR": str(tmp_path / name), "LRA_CACHE_DIR": str(tmp_path / "cache"),
+            "OMP_NUM_THREADS": "1", "LRA_DIST_TIMEOUT_S": "120", "PYTHONFAULTHANDLER": "1"}
+
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def launch(tmp_path: Path, name: str, prefix: list[str], args: list[str] = ARGS) -> dict:
+    try:
+        proc = subprocess.run([*prefix, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, name), capture_output=True,
+                              text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:  # what each rank printed last, not only that it hung
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"the torchrun job did not end in {TIMEOUT_S} s; its output's end:\n{out[-6000:]}")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     (record,) = read_records(tmp_path / name)
     return record
 
 
-@pytest.mark.slow
-def test_ddp_two_processes_match_single_process(tmp_path):
+def single_process(tmp_path: Path, args: list[str]) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each rank (OMP_NUM_THREADS=1): the same float sums
     try:
-        single = run(compose_run(ARGS, tmp_path))  # in this process: what `python run.py ARGS` runs
+        return run(compose_run(args, tmp_path))  # in this process: what `python run.py ARGS` runs
     finally:
         torch.set_num_threads(threads)
-    ddp = launch(tmp_path, "ddp", [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                   "--nproc_per_node=2"])
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_match_single_process(tmp_path):
+    single = single_process(tmp_path, ARGS)
+    ddp = launch(tmp_path, "ddp", TORCHRUN)
     assert ddp["throughput"]["processes"] == 2 and single["throughput"]["processes"] == 1
     assert ddp["config_hash"] == single["config_hash"]  # same experiment, only the launch differs
     assert ddp["evals"] == single["evals"] and ddp["test_acc"] == single["test_acc"]
@@ -43,3 +67,74 @@ def test_ddp_two_processes_match_single_process(tmp_path):
     # examples/s counts the global batch (both ranks' halves)
     t = ddp["throughput"]
     assert t["examples_per_s"] == t["steps_per_s"] * 16
+
+
+def rank_pids(parent: int) -> dict[int, int]:
+    """{rank: pid} of the torchrun workers below ``parent`` (their RANK from /proc/<pid>/environ)."""
+    found = {}
+    for child in Path(f"/proc/{parent}/task/{parent}/children").read_text().split():
+        try:
+            env = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(b"RANK="):
+                found[int(item[5:])] = int(child)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="finds the ranks through /proc (Linux)")
+def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_to_the_same_record(tmp_path):
+    """SIGTERM to rank 1 alone (a user's kill, a scheduler that signals one process): before the ranks agreed on
+    stopping, rank 1 checkpointed and left while rank 0 waited in the next step's all-reduce, for ever."""
+    args = [a for a in ARGS if not a.startswith(("trainer.max_steps", "trainer.eval_every"))] + [
+        "trainer.max_steps=400", "trainer.eval_every=100", "trainer.log_every=10"]
+    single = single_process(tmp_path, args)
+    log = tmp_path / "first.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*TORCHRUN, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, "ddp"), stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "step 30 " not in log.read_text():  # training, past the first steps of both ranks
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        ranks = rank_pids(proc.pid)
+        assert sorted(ranks) == [0, 1], ranks
+        os.kill(ranks[1], signal.SIGTERM)
+        proc.wait(timeout=120)  # a hang here is the bug
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert proc.returncode != 0, text[-3000:]
+    stopped = re.findall(r"preempted (?:by SIGTERM )?at step (\d+); checkpoint written", text)
+    assert len(stopped) == 2 and len(set(stopped)) == 1, text[-3000:]  # both ranks stopped, at one step
+    assert not read_records(tmp_path / "ddp")  # preempted: no record, a checkpoint to resume from
+    resumed = launch(tmp_path, "ddp", TORCHRUN, args)
+    assert resumed["restarts"] == 1
+    assert resumed["evals"] == single["evals"] and resumed["test_acc"] == single["test_acc"]
+
+
+def test_the_collective_timeout_comes_from_the_environment_and_a_bad_value_says_what_to_give(monkeypatch):
+    monkeypatch.setenv(distributed.TIMEOUT_ENV, "90")
+    assert distributed.collective_timeout().total_seconds() == 90
+    monkeypatch.delenv(distributed.TIMEOUT_ENV)
+    assert distributed.collective_timeout().total_seconds() == 1800
+    for bad in ("soon", "0", "-5", "nan"):
+        monkeypatch.setenv(distributed.TIMEOUT_ENV, bad)
+        with pytest.raises(ConfigError, match="LRA_DIST_TIMEOUT_S.*a number > 0"):
+            distributed.collective_timeout()
+
+
+def test_a_loss_that_diverged_on_another_rank_ends_this_one_at_the_same_step():
+    """finish_step asks the ranks (``agree``): a finite loss here still raises when another rank's was not."""
+    timer = StepTimer(torch.device("cpu"), 0)
+    timer.start()
+    with pytest.raises(Diverged, match="loss is nan at step 7 on another rank"):
+        finish_step(7, torch.tensor(0.5), [], timer, None, agree=lambda bad: True)
+    timer.start()
+    assert finish_step(8, torch.tensor(0.5), [], timer, None, agree=lambda bad: bad) == 0.5
+    assert distributed.any_rank(True) and not distributed.any_rank(False)  # outside torchrun: this rank's flag

@@ -3,10 +3,16 @@
 torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; each process takes its slice of every global batch
 (``trainer.batch_size`` stays the global batch), DDP averages the gradients, every rank evaluates the
 full splits, and only rank 0 logs and writes the record. Backend: NCCL on CUDA, gloo on CPU.
+
+The ranks agree, once per step, on whether to stop (a stop signal that reached any of them) and whether the loss
+diverged on any of them (``any_rank``): all stop at the same step boundary, so none is left waiting in a collective
+the others never join. A collective that still waits longer than ``LRA_DIST_TIMEOUT_S`` seconds (default 1800, as
+PyTorch's) raises instead of hanging the job.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -14,6 +20,8 @@ import torch
 import torch.distributed as dist
 
 from lra_bench.errors import ConfigError
+
+TIMEOUT_ENV = "LRA_DIST_TIMEOUT_S"
 
 
 @dataclass
@@ -48,8 +56,31 @@ def setup(info: DistInfo, device: torch.device, batch_size: int) -> torch.device
         device = torch.device("cuda", info.local_rank)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=collective_timeout())
     return device
+
+
+def collective_timeout() -> datetime.timedelta:
+    """How long one collective may wait for the other ranks: ``LRA_DIST_TIMEOUT_S`` seconds (default 1800)."""
+    raw = os.environ.get(TIMEOUT_ENV, "1800")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(f"{TIMEOUT_ENV}={raw!r}: give the seconds a collective may wait, a number > 0 (e.g. 1800)")
+    return datetime.timedelta(seconds=seconds)
+
+
+def any_rank(flag: bool) -> bool:
+    """True when ``flag`` is true on any rank (every rank must call it at the same point); ``flag`` alone outside
+    torchrun."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    t = torch.tensor([1.0 if flag else 0.0], device=device)  # NCCL reduces CUDA tensors only
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 
 def max_over_ranks(value: float | None, info: DistInfo) -> float | None:

@@ -349,9 +349,15 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     ckpt_dir = p.checkpoint_dir
     outcome = _train_and_test(p, dinfo, stop, model, data, device, ckpt_dir, identity)
-    peak = distributed.max_over_ranks(outcome.result.peak_memory_bytes if outcome.result else None, dinfo)
+    # an error may have ended this rank alone: then no collective (the others may wait in another); torchrun stops
+    # them when this process exits with the failure. Diverged and ok are reached by every rank together.
+    together = outcome.status not in ("failed", "oom")
+    peak = outcome.result.peak_memory_bytes if outcome.result else None
+    if together:
+        peak = distributed.max_over_ranks(peak, dinfo)
     if not dinfo.is_main:
-        distributed.teardown(dinfo)
+        if together:
+            distributed.teardown(dinfo)
         return {"status": outcome.status, "message": outcome.message, "rank": dinfo.rank,
                 "test_acc": outcome.test_acc}
     record = record_header(p, outcome.status, outcome.message)
@@ -378,7 +384,8 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     path = write_record(record, p.results_dir)
     if outcome.status in SKIP_STATUSES:  # finished: the record is the result. Otherwise keep them: a rerun resumes
         checkpoint.clear(ckpt_dir)
-    distributed.teardown(dinfo)
+    if together:
+        distributed.teardown(dinfo)
     log.info("record written to %s (status %s, test acc %s)", path, outcome.status, outcome.test_acc)
     return record
 
@@ -395,8 +402,9 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
                           out_dir=p.cache_dir)  # wandb adds wandb/
     outcome = Outcome(baseline_rss=rss_bytes())
     try:
-        checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,
-                                      stop_requested=stop.requested, identity=identity)
+        checkpointing = Checkpointing(directory=ckpt_dir, every=p.trainer.checkpoint_every,  # torchrun: the ranks
+                                      stop_requested=lambda: distributed.any_rank(stop.requested()),  # stop together
+                                      identity=identity)
         stop.phase, stop.polling = "pretraining" if p.pretrain else "training", True
         if stop.requested():  # a signal that came in between the data and the first step
             raise Preempted(None, f"data preparation ({stop.received})")
@@ -421,10 +429,11 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
         outcome.test_seconds = time.perf_counter() - t_test
         stop.phase, stop.polling = "writing the record", True
         logger.log({"test/acc": outcome.test_acc}, p.trainer.max_steps)
-    except Preempted:
+    except Preempted as e:
         logger.finish(exit_code=1)
-        distributed.teardown(dinfo)
-        raise
+        if e.step is not None:  # every rank stopped at this step boundary (any_rank): they leave the group together
+            distributed.teardown(dinfo)
+        raise  # outside the training loop a signal may have reached this rank alone: no collective, torchrun stops all
     except Diverged as e:
         stop.phase, stop.polling = "writing the record", True
         outcome.status, outcome.message = "diverged", str(e)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from lra_bench.data.batches import eval_batches, train_batches
+from lra_bench.infra import distributed
 from lra_bench.infra.memory import AllocatorReuse, peak_memory_bytes, reset_peak_memory
 from lra_bench.infra.progress import TRAIN_FORMAT, clock, live_bar, training_advice
 from lra_bench.infra.timing import StepTimer
@@ -33,8 +34,8 @@ log = logging.getLogger(__name__)
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
-    def __init__(self, step: int, loss: float) -> None:
-        super().__init__(f"loss is {loss} at step {step}")
+    def __init__(self, step: int, loss: float, where: str = "") -> None:
+        super().__init__(f"loss is {loss} at step {step}{where}")
         self.step = step
 
 
@@ -132,18 +133,20 @@ class Checkpointing:
 
 
 def finish_step(step: int, loss: torch.Tensor, hooks: list[nn.Module], timer: StepTimer,
-                allocator: AllocatorReuse | None) -> float:
+                allocator: AllocatorReuse | None, agree: Callable[[bool], bool] = lambda bad: bad) -> float:
     """After the optimizer and scheduler steps: the modules' ``on_train_step`` hooks (feature redraws), the step's
     time, the allocator's switch to reuse after the process's first step (the benchmark's setting, outside the
-    timed step), and the loss as a float (``Diverged`` when it is NaN or infinite)."""
+    timed step), and the loss as a float (``Diverged`` when it is NaN or infinite; under data parallelism ``agree``
+    (``Shard.agree``) makes every rank raise when it is so on any of them)."""
     for module in hooks:
         module.on_train_step(step)
     timer.stop()
     if allocator is not None:
         allocator.after_step()  # the first step of this process with the default allocator, then reuse
     loss_value = float(loss.detach())
-    if not np.isfinite(loss_value):
-        raise Diverged(step, loss_value)
+    bad = not np.isfinite(loss_value)
+    if agree(bad):
+        raise Diverged(step, loss_value if bad else float("nan"), "" if bad else " on another rank")
     return loss_value
 
 
@@ -160,6 +163,10 @@ class Shard:
         per = len(y) // self.world
         sl = slice(self.rank * per, (self.rank + 1) * per)
         return x[sl], y[sl]
+
+    def agree(self, flag: bool) -> bool:
+        """``flag`` on any rank (one small all-reduce per call under data parallelism; every rank calls it)."""
+        return flag if self.world == 1 else distributed.any_rank(flag)
 
 
 def train(
@@ -247,7 +254,7 @@ def train(
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             logits, loss = train_step(model, optimizer, x, y, device, s.precision, s.grad_clip)
             scheduler.step()
-            loss_value = finish_step(step, loss, hooks, timer, allocator)
+            loss_value = finish_step(step, loss, hooks, timer, allocator, shard.agree)
             running["loss"] += loss_value * len(y)
             running["correct"] += int((logits.detach().argmax(-1) == y).sum())
             running["seen"] += len(y)
