@@ -1,6 +1,6 @@
 """The report figures, read back from matplotlib after drawing: one palette for every plot and every mixer, titles that
 name the seeds found, legends outside the axes, y limits fitted to the data (reference levels named, never limits),
-the bubble chart's labels without overlap and its leaders without crossings (on the committed 23-mixer sweep), the
+the bubble chart's labels without overlap and its leaders without crossings (on the committed 25-mixer sweep), the
 names beside the curves likewise, and exponents fitted over >= 3 lengths with their interval (refused, with the
 reason, below that)."""
 
@@ -68,7 +68,7 @@ def store(tmp_path):
 
 @pytest.fixture(scope="module")
 def curated():
-    """The committed CPU sweep (23 mixers x 4 tasks x 3 seeds, its benchmark cells): the crowded case."""
+    """The committed CPU sweep (25 mixers x 4 tasks x 3 seeds, its benchmark cells): the crowded case."""
     folder = ROOT / "results" / "cpu"
     runs = load_runs(folder / "runs")
     return runs, load_cells(folder / "bench"), table1(runs)[0]
@@ -303,10 +303,10 @@ def test_bubble_labels_never_overlap_and_their_leaders_never_cross(curated):
     fig = bubble_chart(t1, cells, None, chance=majority_rate(runs, "quick", tasks=["listops", "text", "image"]))
     _check_labels(fig.axes[0], len(fig.bubble_data))
     plt.close(fig)
-    # the notebook's chart: the paper's 9 points beside the 23, in the ratio to softmax
+    # the notebook's chart: the paper's 9 points beside the 25, in the ratio to softmax
     fig = bubble_chart(t1, cells, None, overlay_paper=True, x="speed_vs_softmax")
     labels, leaders = _check_labels(fig.axes[0], len(fig.bubble_data))
-    assert len(labels) == 23 + 9 and leaders  # crowded enough that some labels needed a leader
+    assert len(labels) == 25 + 9 and leaders  # crowded enough that some labels needed a leader
     plt.close(fig)
 
 
@@ -320,7 +320,7 @@ def test_the_names_beside_the_curves_never_overlap_and_their_leaders_never_cross
         for ax in figure.axes:
             frame = ax.get_window_extent()
             column = [t for t in figure.texts if abs(t.get_window_extent().x0 - frame.x1 - 16 * figure.dpi / 72) < 2]
-            assert len(column) >= 23
+            assert len(column) >= 25
             boxes = [_box(t.get_window_extent()) for t in column]
             assert not any(_overlap(a, b) for a, b in itertools.combinations(boxes, 2))
         segments = []

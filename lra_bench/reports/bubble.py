@@ -48,6 +48,7 @@ from lra_bench.reports.table1 import SCORE_COLUMNS, TASK_LABELS, attention_order
 SIZES = ("memory", "params", "popularity")
 XS = ("examples_per_s", "speed_vs_softmax")
 MAX_AREA = 2400.0  # points^2 of the largest circle
+HEIGHT, ROOMY_LABELS, HEIGHT_PER_LABEL = 7.0, 30, 0.25  # inches: a chart of more labels than fit in 7 grows taller
 SETTING = ["device", "profile", "batch"]
 POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "best", "p_rank1",
                  "collapsed", "seeds",
@@ -492,7 +493,8 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     scale = MAX_AREA / data["size_value"].max()
     data["area"] = data["size_value"] * scale
     data["source"] = "ours"
-    fig, ax = plt.subplots(figsize=(12, 7))
+    n_labels = len(data) + (len(paper_points(x, score_task)) if overlay_paper else 0)
+    fig, ax = plt.subplots(figsize=(12, HEIGHT + HEIGHT_PER_LABEL * max(0, n_labels - ROOMY_LABELS)))
     partial = (data["n_tasks"] < 5) & (score_task is None)  # "[k/5] tasks present" marks: LRA averages only
     common = partial.all() and data["n_tasks"].nunique() == 1  # every point the same k/5: said once, on the axis
     tested = bool(meta["best_tested"])  # in the confidence set for the best: full colour, bold edge; the rest faded
