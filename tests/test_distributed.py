@@ -3,6 +3,7 @@ signal that reaches one rank alone stops them all at one step boundary (no rank 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -36,13 +37,15 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 def launch(tmp_path: Path, name: str, prefix: list[str], args: list[str] = ARGS) -> dict:
+    proc = subprocess.Popen([*prefix, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, name), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, process_group=0)  # its own group: the ranks too
     try:
-        proc = subprocess.run([*prefix, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, name), capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:  # what each rank printed last, not only that it hung
-        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:  # what each rank printed last, not only that it hung
+        os.killpg(proc.pid, signal.SIGKILL)  # a SIGKILLed torchrun alone leaves its ranks blocked in a collective
+        out, _ = proc.communicate()
         pytest.fail(f"the torchrun job did not end in {TIMEOUT_S} s; its output's end:\n{out[-6000:]}")
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, out[-3000:]
     (record,) = read_records(tmp_path / name)
     return record
 
@@ -94,7 +97,7 @@ def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_
     log = tmp_path / "first.log"
     with log.open("w") as out:
         proc = subprocess.Popen([*TORCHRUN, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, "ddp"), stdout=out,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, process_group=0)  # its own group: killed as one
     try:
         deadline = time.monotonic() + 120
         while "step 30 " not in log.read_text():  # training, past the first steps of both ranks
@@ -104,10 +107,10 @@ def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_
         assert sorted(ranks) == [0, 1], ranks
         os.kill(ranks[1], signal.SIGTERM)
         proc.wait(timeout=120)  # a hang here is the bug
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    finally:  # the ranks too: a SIGKILLed torchrun leaves its workers running, blocked in a collective
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     text = log.read_text()
     assert proc.returncode != 0, text[-3000:]
     stopped = re.findall(r"preempted (?:by SIGTERM )?at step (\d+); checkpoint written", text)
