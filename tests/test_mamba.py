@@ -215,6 +215,30 @@ def test_the_cuda_kernel_is_chosen_only_on_cuda_with_mamba_ssm_installed(monkeyp
         mamba_module.cuda_selective_scan.cache_clear()
 
 
+@pytest.mark.skipif(not (torch.cuda.is_available() and importlib.util.find_spec("mamba_ssm") is not None),
+                    reason="needs a CUDA device and mamba-ssm (pip install mamba-ssm; the mamba-cuda extra)")
+def test_on_cuda_the_fused_kernel_equals_the_pytorch_scan_output_and_gradients():
+    """Where both run: the same layer with ``kernel: auto`` (mamba-ssm's fused scan) and ``kernel: torch`` (ours),
+    fp32, padding in one sequence, both directions: outputs and every parameter's gradient."""
+    device = torch.device("cuda")
+    fused, ours = make(dim=64).to(device), make(dim=64, kernel="torch").to(device)
+    ours.load_state_dict(fused.state_dict())
+    assert fused.scan_backend(device) is not selective_scan and ours.scan_backend(device) is selective_scan
+    x = torch.randn(2, 1024, 64, device=device)
+    mask = torch.ones(2, 1024, dtype=torch.bool, device=device)
+    mask[1, 700:] = False
+    outs = []
+    for layer in (fused, ours):
+        out = layer(x, mask)
+        out[mask].square().sum().backward()
+        outs.append((out.detach(), {n: q.grad for n, q in layer.named_parameters()}))
+    (a, grads_a), (b, grads_b) = outs
+    torch.testing.assert_close(a[mask], b[mask], rtol=1e-4, atol=1e-5)
+    for name, grad in grads_b.items():
+        torch.testing.assert_close(grads_a[name], grad, rtol=1e-3, atol=1e-4 * grad.abs().max().clamp(min=1),
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
 @pytest.mark.parametrize(("knob", "bad"), [("d_state", 0), ("expand", 0), ("d_conv", 0), ("dt_rank", 0),
                                            ("dt_min", 0.0), ("kernel", "triton")])
 def test_bad_knob_is_a_config_error_naming_it(knob, bad):
