@@ -42,7 +42,30 @@ def _on_signal_while_starting(signum: int, frame: object) -> None:
     _sweep["signal"] = signum  # kept: a SystemExit raised while a __del__ or a gc callback runs is swallowed
     # ("Exception ignored in ..."; seen in CI: the line printed, then the run trained on), so main() and
     # run_job_in_child() look at it again before anything starts
+    if _inside(frame, FRAGILE_PACKAGES):  # composing a config: raised there, the exit can become a crash
+        return  # stopped at the next check (_stop_if_signalled, main, run_job_in_child), once out of that code
     _stop_while_starting(signum)
+
+
+#: code that a SystemExit raised by a signal handler in its midst leaves broken: seen in CI, SIGTERM during Hydra's
+#: config composition ended the process with SIGABRT (-6), or with exit 1 and "'NoneType' object has no attribute
+#: '_invalidate_flags_cache'", instead of the requeue code
+FRAGILE_PACKAGES = ("hydra", "omegaconf", "antlr4")
+
+
+def _inside(frame: object, packages: tuple[str, ...]) -> bool:
+    """Whether the interrupted ``frame`` or one of its callers runs code of ``packages`` (top-level module names)."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).partition(".")[0] in packages:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _stop_if_signalled() -> None:
+    """Stop for requeue when a start-up signal came in while it could not be acted on at once (see above)."""
+    if _sweep["signal"] is not None:
+        _stop_while_starting(_sweep["signal"])
 
 
 def _stop_while_starting(signum: int) -> NoReturn:
@@ -141,7 +164,8 @@ def _on_parent_signal(signum: int, frame: object) -> None:
     checkpoints and exits 75), wait for them, and end the sweep with 75. With no job running: as while starting."""
     jobs = _job_processes()
     if not jobs:
-        _on_signal_while_starting(signum, frame)
+        _on_signal_while_starting(signum, frame)  # returns when it must wait for a safe point: noted, no job to stop
+        return
     for pid in jobs:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
@@ -299,7 +323,10 @@ if __name__ == "__main__":
     except LRABenchError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
-    if (problem := check_overrides(sys.argv[1:], CONFIG_DIR, "run")) is not None:
+    _stop_if_signalled()  # one that came in while Hydra was imported
+    problem = check_overrides(sys.argv[1:], CONFIG_DIR, "run")
+    _stop_if_signalled()  # one that came in while the overrides were composed: the requeue code, not their verdict
+    if problem is not None:
         print(f"error: {problem}", file=sys.stderr)  # a misspelt option or key, with the closest valid one
         sys.exit(EXIT_CONFIG)
     if not os.environ.get(CHILD_ENV):  # a sweep's parent, from here on (a run and a job's process set their own)
