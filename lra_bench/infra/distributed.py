@@ -72,23 +72,26 @@ def collective_timeout() -> datetime.timedelta:
     return datetime.timedelta(seconds=seconds)
 
 
+def _max(value: float) -> float:
+    """The largest ``value`` over the ranks (every rank must call it at the same point)."""
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
+    t = torch.tensor([value], dtype=torch.float64, device=device)  # NCCL reduces CUDA tensors only
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
 def any_rank(flag: bool) -> bool:
     """True when ``flag`` is true on any rank (every rank must call it at the same point); ``flag`` alone outside
     torchrun."""
     if not (dist.is_available() and dist.is_initialized()):
         return flag
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else None
-    t = torch.tensor([1.0 if flag else 0.0], device=device)  # NCCL reduces CUDA tensors only
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return _max(1.0 if flag else 0.0) > 0
 
 
 def max_over_ranks(value: float | None, info: DistInfo) -> float | None:
     if not info.enabled or value is None:
         return value
-    t = torch.tensor([float(value)], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
+    return _max(float(value))
 
 
 def teardown(info: DistInfo) -> None:
