@@ -6,7 +6,8 @@ x_t = λ ⊙ x_{t−1} + γ ⊙ (B u_t), y_t = Re(C x_t) + D ⊙ u_t, with λ = 
 uniformly on the ring r_min ≤ |λ| ≤ r_max with phase in [0, max_phase], γ = exp(γ_log) initialised to
 sqrt(1 − |λ|²), B and C Glorot-like complex (the paper's Appendix A code; its parameter names ``nu_log``,
 ``theta_log``, ``gamma_log``, ``B_re``, ``B_im``, ``C_re``, ``C_im``, ``D`` kept, each with a leading direction axis).
-The block around it is the paper's (and S4D's): GELU, dropout, Linear(C → 2C) + GLU.
+The block around it is the paper's (and S4D's): GELU, dropout, Linear(C → 2C) + GLU. The paper's LRA recipe per
+task (its Tables 8-9 and Appendix D): ``attention=lru model=ssm profile=lru``.
 
 The recurrence is time-invariant, so the states are a causal convolution of γ ⊙ (B u) with λ^l, computed per mode
 by an FFT of size 2N (no loop over time; the step-by-step loop is the tests' reference). Bidirectional (default,
@@ -43,6 +44,8 @@ class LRU(SSMMixer):
         bidirectional: a second recurrence over the reversed sequence (LRA is not causal); false = causal.
         ssm_lr: ``nu_log``, ``theta_log`` and ``gamma_log`` (the recurrence's parameters) train with learning rate
             min(ssm_lr, trainer.lr) and no weight decay.
+        ssm_includes_b: ``B_re`` and ``B_im`` train that way too: the paper's Appendix D.2 gives "A and B" (and γ)
+            the smaller rate and no weight decay (``profile=lru``); false keeps B with the other weights.
     """
 
     name = "lru"
@@ -59,6 +62,7 @@ class LRU(SSMMixer):
         max_phase: Phase = math.pi / 10,
         bidirectional: bool = True,
         ssm_lr: LearningRate = 0.001,
+        ssm_includes_b: bool = False,
     ) -> None:
         super().__init__(dim, num_heads, seq_len, dropout)
         if d_state <= 0:
@@ -69,7 +73,7 @@ class LRU(SSMMixer):
             raise ConfigError(f"attention=lru: max_phase must be positive, got {max_phase}")
         if ssm_lr <= 0:
             raise ConfigError(f"attention=lru: ssm_lr must be positive, got {ssm_lr}")
-        self.bidirectional, self.ssm_lr = bidirectional, ssm_lr
+        self.bidirectional, self.ssm_lr, self.ssm_includes_b = bidirectional, ssm_lr, ssm_includes_b
         dirs = 2 if bidirectional else 1
         u1, u2 = torch.rand(dirs, d_state), torch.rand(dirs, d_state)
         self.nu_log = nn.Parameter(torch.log(-0.5 * torch.log(u1 * (r_max**2 - r_min**2) + r_min**2)))  # (d, S)
@@ -85,7 +89,8 @@ class LRU(SSMMixer):
 
     def param_settings(self) -> dict[str, ParamSettings]:
         ssm = ParamSettings(lr_max=self.ssm_lr, weight_decay=0.0)
-        return {"nu_log": ssm, "theta_log": ssm, "gamma_log": ssm}
+        names = ("nu_log", "theta_log", "gamma_log") + (("B_re", "B_im") if self.ssm_includes_b else ())
+        return dict.fromkeys(names, ssm)
 
     def system(self, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
         """(log λ (d, S), γ·B (d, S, C), C (d, C, S)), complex in ``dtype``'s precision."""
