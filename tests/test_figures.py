@@ -307,6 +307,9 @@ def test_bubble_labels_never_overlap_and_their_leaders_never_cross(curated):
     fig = bubble_chart(t1, cells, None, overlay_paper=True, x="speed_vs_softmax")
     labels, leaders = _check_labels(fig.axes[0], len(fig.bubble_data))
     assert len(labels) == 25 + 9 and leaders  # crowded enough that some labels needed a leader
+    for title in (fig._suptitle, fig.axes[0].title):  # the subtitle names the CPU model: it ran past the left edge
+        box = title.get_window_extent()
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.width, title.get_text()
     plt.close(fig)
 
 

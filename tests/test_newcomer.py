@@ -284,6 +284,21 @@ def test_noisy_cells_and_their_exponents_are_flagged_with_the_rerun_command(tmp_
     assert "noisy" in svg and "bench.repeats=20" in svg
 
 
+def test_a_noisy_cell_timed_on_an_idle_machine_is_not_blamed_on_load():
+    """The load is measured (``machine.busy``): a scattered cell from an idle machine gets more repeats, not the
+    advice to find an idle machine; without a verdict the old advice stays, and a mix says which is which."""
+    cells = synthetic_cells({("linear", 1024): 0.9, ("softmax", 2048): 0.5})
+    cells["machine.busy"] = pd.Series(False, index=cells.index, dtype=object)  # as records give it: may be None
+    _, md = table2(cells, "model")
+    assert "The machine was idle while they were timed" in md and "on an idle machine" not in md
+    assert "bench.repeats=20" in md  # the rerun command: more repeats
+    cells.loc[cells["attention"] == "softmax", "machine.busy"] = None  # no verdict for this one
+    _, md = table2(cells, "model")
+    assert "Some were timed on an idle machine, the others probably on a busy one" in md
+    _, md = table2(cells.drop(columns="machine.busy"), "model")
+    assert "The machine was probably busy. Re-run them on an idle machine" in md
+
+
 def test_quiet_cells_are_not_flagged(tmp_path):
     cells = synthetic_cells({("linear", 1024): NOISY_IQR * 0.8})
     table, md = table2(cells, "model")

@@ -400,6 +400,22 @@ def _title(meta: dict, device: str | None, score_task: str | None = None, data: 
     return f"LRA Figure 3 layout{what}, {where}{prof}" + (f", {seeds}" if seeds else "")
 
 
+def _fit_title(fig, ax, rect: tuple[float, float, float, float]) -> None:
+    """Wrap the axes' title until it lies inside the figure: it is centred on the axes, and a long machine name
+    (the benchmark's CPU model) ran it past the figure's left edge; the layout is redone for the added lines."""
+    title = ax.title
+    lines = title.get_text().splitlines()
+    width = max((len(line) for line in lines), default=0)
+    renderer = fig.canvas.get_renderer()
+    while width > 40:
+        box = title.get_window_extent(renderer)
+        if box.x0 >= 0 and box.x1 <= fig.bbox.width:
+            return
+        width = int(width * 0.9)
+        title.set_text("\n".join(textwrap.fill(line, width) for line in lines))
+        fig.tight_layout(rect=rect)
+
+
 def _error_bars(ax, data: pd.DataFrame) -> None:
     """Vertical 95 % intervals of the score and horizontal interquartile ranges of the speed, where known."""
     y = data[np.isfinite(data["y_lo"]) & np.isfinite(data["y_hi"])]
@@ -441,7 +457,8 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
     lines = [f"Vertical bars: 95 % confidence interval of the {what} ({how}).", speed]
     if data["noisy"].astype(bool).any():
         lines.append(f"{MARK} noisy timing (interquartile range > {NOISY_IQR:.0%} of the median): its speed is "
-                     "unreliable; " + ("rerun it on an idle machine" if meta.get("speed_source") != FROM_RECORDS
+                     "unreliable; " + ("re-time it with more repeats (Table 2's note says whether the machine "
+                                        "was idle)" if meta.get("speed_source") != FROM_RECORDS
                                        else "time it with scripts/benchmark.py"))
     if meta.get("best_tested"):
         lines.append(f"Bold circles: in the 95 % confidence set for the best {what} (no other variant shown better "
@@ -601,7 +618,9 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     text = caption(data, meta, score_task)
     line = 7.5 * 1.25 / 72 / fig.get_figheight()  # one caption line, as a fraction of the figure's height
     base = 0.035 if omitted else 0.01
-    fig.tight_layout(rect=(0, base + (text.count("\n") + 1) * line + 0.015, 1, 1))
+    rect = (0, base + (text.count("\n") + 1) * line + 0.015, 1, 1)
+    fig.tight_layout(rect=rect)
+    _fit_title(fig, ax, rect)
     margin = (float(np.sqrt(plotted["area"].max())) / 2 + 6) * fig.dpi / 72  # the largest circle fits inside
     obstacles = _draw_references(ax, ys, references, margin)
     soft = _error_bar_boxes(ax, data)

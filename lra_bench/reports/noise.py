@@ -34,6 +34,12 @@ def busy(df: pd.DataFrame) -> pd.Series:
     return flag.map(lambda v: v is True or v == 1.0).astype(bool)
 
 
+def idle(df: pd.DataFrame) -> pd.Series:
+    """True where the cell's load was measured and it was not busy (``machine.busy`` False); False where unknown."""
+    flag = df["machine.busy"] if "machine.busy" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    return flag.map(lambda v: v is False or v == 0.0).astype(bool)
+
+
 def with_noise(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` plus ``iqr_rel``, ``noisy`` (True where iqr_rel > NOISY_IQR) and ``busy``."""
     out = df.copy()
@@ -81,7 +87,14 @@ def noise_note(cells: pd.DataFrame) -> str:
         return ""
     listed = ", ".join(f"{r.attention} N={int(r.n)} (IQR {r.iqr_rel:.0%} of the median)"
                        for r in noisy.sort_values(["attention", "n"]).itertuples())
-    return (f"{MARK} **Noisy timings**: {listed}. Their interquartile range exceeds {NOISY_IQR:.0%} of the median "
-            f"(the machine was probably busy), so these cells and the time exponents fitted from them are "
-            f"unreliable. Re-run them on an idle machine (the newer cells replace these in the report):\n\n"
-            f"```bash\n{rerun_command(noisy)}\n```\n")
+    measured_idle = idle(noisy)
+    if measured_idle.all():  # the load was measured and low: "find an idle machine" would not help
+        cause = ("The machine was idle while they were timed (other work stayed under the busy threshold), so the "
+                 "spread is not load: it comes from the steps themselves or from the variants taking turns. Re-run "
+                 "them with more repeats, one variant at a time if several took turns")
+    else:
+        cause = ("Some were timed on an idle machine, the others probably on a busy one. " if measured_idle.any()
+                 else "The machine was probably busy. ") + "Re-run them on an idle machine"
+    return (f"{MARK} **Noisy timings**: {listed}. Their interquartile range exceeds {NOISY_IQR:.0%} of the median, so "
+            f"these cells and the time exponents fitted from them are unreliable. {cause} (the newer cells replace "
+            f"these in the report):\n\n```bash\n{rerun_command(noisy)}\n```\n")
