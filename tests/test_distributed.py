@@ -4,6 +4,7 @@ signal that reaches one rank alone stops them all at one step boundary (no rank 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -20,7 +21,7 @@ from lra_bench.infra import distributed
 from lra_bench.infra.timing import StepTimer
 from lra_bench.run.runner import run
 from lra_bench.store.records import read_records
-from lra_bench.train.loop import Diverged, finish_step
+from lra_bench.train.loop import Diverged, Preempted, finish_step
 from tests.conftest import ROOT, compose_run
 
 ARGS = ["profile=smoke", "model.dropout=0.0", "attention.attn_dropout=0.0", "trainer.max_steps=20",
@@ -113,8 +114,11 @@ def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_
         proc.wait()
     text = log.read_text()
     assert proc.returncode != 0, text[-3000:]
-    stopped = re.findall(r"preempted (?:by SIGTERM )?at step (\d+); checkpoint written", text)
-    assert len(stopped) == 2 and len(set(stopped)) == 1, text[-3000:]  # both ranks stopped, at one step
+    stopped = re.findall(r"preempted by (SIGTERM|a stop signal to another rank) at step (\d+); checkpoint written",
+                         text)
+    assert len(stopped) == 2 and len({step for _, step in stopped}) == 1, text[-3000:]  # both ranks, at one step
+    assert sorted(by for by, _ in stopped) == ["SIGTERM", "a stop signal to another rank"], stopped  # rank 1, rank 0
+    assert len(re.findall(r"step 30 loss", text)) == 1, text[-3000:]  # progress is logged by rank 0 alone
     assert not read_records(tmp_path / "ddp")  # preempted: no record, a checkpoint to resume from
     resumed = launch(tmp_path, "ddp", TORCHRUN, args)
     assert resumed["restarts"] == 1
@@ -141,3 +145,23 @@ def test_a_loss_that_diverged_on_another_rank_ends_this_one_at_the_same_step():
     timer.start()
     assert finish_step(8, torch.tensor(0.5), [], timer, None, agree=lambda bad: bad) == 0.5
     assert distributed.any_rank(True) and not distributed.any_rank(False)  # outside torchrun: this rank's flag
+
+
+def test_only_rank_zero_logs_progress_and_the_others_keep_their_warnings():
+    """Every rank used to print its own "step N loss ..." lines; the slow test above counts them in a real job."""
+    root, step_lines = logging.getLogger("lra_bench"), logging.getLogger("lra_bench.train.loop")
+    before = root.level
+    try:
+        root.setLevel(logging.INFO)  # as run.py's logging configuration leaves it
+        distributed.quiet_other_ranks(distributed.DistInfo(rank=0, world=2))
+        assert step_lines.isEnabledFor(logging.INFO)
+        distributed.quiet_other_ranks(distributed.DistInfo(rank=1, world=2))
+        assert not step_lines.isEnabledFor(logging.INFO) and step_lines.isEnabledFor(logging.WARNING)
+    finally:
+        root.setLevel(before)
+
+
+def test_a_rank_stopped_by_another_ranks_signal_says_so():
+    assert str(Preempted(12, on_another_rank=True)).startswith(
+        "preempted by a stop signal to another rank at step 12; checkpoint written")
+    assert str(Preempted(12, signal="SIGTERM", on_another_rank=False)).startswith("preempted by SIGTERM at step 12")

@@ -1,18 +1,18 @@
 """Data parallelism for one run over several processes (``torchrun --nproc_per_node=K run.py ...``).
 
 torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; each process takes its slice of every global batch
-(``trainer.batch_size`` stays the global batch), DDP averages the gradients, every rank evaluates the
-full splits, and only rank 0 logs and writes the record. Backend: NCCL on CUDA, gloo on CPU.
-
-The ranks agree, once per step, on whether to stop (a stop signal that reached any of them) and whether the loss
-diverged on any of them (``any_rank``): all stop at the same step boundary, so none is left waiting in a collective
-the others never join. A collective that still waits longer than ``LRA_DIST_TIMEOUT_S`` seconds (default 1800, as
-PyTorch's) raises instead of hanging the job.
+(``trainer.batch_size`` stays the global batch), DDP averages the gradients, every rank evaluates the full splits,
+and only rank 0 logs progress (the others log warnings and errors only) and writes the record. Backend: NCCL on
+CUDA, gloo on CPU. The ranks agree, once per step, on whether to stop (a stop signal that reached any of them) and
+whether the loss diverged on any of them (``any_rank``): all stop at the same step boundary, so none is left
+waiting in a collective the others never join. A collective that still waits longer than ``LRA_DIST_TIMEOUT_S``
+seconds (default 1800, as PyTorch's) raises instead of hanging the job.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 from dataclasses import dataclass
 
@@ -57,7 +57,15 @@ def setup(info: DistInfo, device: torch.device, batch_size: int) -> torch.device
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=collective_timeout())
+    quiet_other_ranks(info)
     return device
+
+
+def quiet_other_ranks(info: DistInfo) -> None:
+    """Only rank 0 logs progress: the other ranks' ``lra_bench`` loggers keep warnings and errors (a signal, a
+    divergence, a failure on that rank) and drop the step lines every rank would otherwise print."""
+    if not info.is_main:
+        logging.getLogger("lra_bench").setLevel(logging.WARNING)
 
 
 def collective_timeout() -> datetime.timedelta:

@@ -289,6 +289,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             return _run_locked(p, dinfo, stop, started, identity)
         except Preempted as e:
             e.signal = e.signal or stop.received  # run.py's exit code and message depend on it
+            e.on_another_rank = e.signal is None and dinfo.enabled  # the ranks agreed to stop (distributed.any_rank)
             raise
         except (KeyboardInterrupt, RunTooLong):  # nothing started: no record
             raise

@@ -91,16 +91,19 @@ class Preempted(Exception):
     """The run stopped on request (SIGTERM / SIGUSR2, or SIGINT = Ctrl-C): in training after writing a checkpoint
     (``step``; ``where`` names the phase when it is not the fine-tune: "pretraining"), or outside it (``where``: data
     preparation, final evaluation) with nothing to save; rerun to resume.
-    ``signal`` is the name of the signal that stopped it, when the runner knows it."""
+    ``signal`` is the name of the signal that stopped it, when the runner knows it; ``on_another_rank``: under
+    torchrun the signal reached another rank, and this one stopped with it (``distributed.any_rank``)."""
 
-    def __init__(self, step: int | None, where: str = "", signal: str | None = None) -> None:
-        self.step, self.where, self.signal = step, where, signal
+    def __init__(self, step: int | None, where: str = "", signal: str | None = None,
+                 on_another_rank: bool = False) -> None:
+        self.step, self.where, self.signal, self.on_another_rank = step, where, signal, on_another_rank
         super().__init__(self.describe())
 
     def describe(self) -> str:
         how = "interrupted" if self.signal == "SIGINT" else "preempted"
         if self.step is not None:
-            by = f" by {self.signal}" if self.signal else ""
+            by = (f" by {self.signal}" if self.signal else
+                  " by a stop signal to another rank" if self.on_another_rank else "")
             at = f"{self.where} step {self.step}" if self.where else f"step {self.step}"  # where: "pretraining"
             return f"{how}{by} at {at}; checkpoint written, rerun the same command to resume from {at}"
         return (f"{how} during {self.where}; rerun the same command to resume (finished training is "
