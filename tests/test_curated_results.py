@@ -3,12 +3,14 @@ touches a curated folder."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
 import pytest
 from scipy import stats
 
+from lra_bench.reports.durations import measured_figures
 from lra_bench.reports.significance import combine, compare, sample
 from lra_bench.reports.table1 import load_runs, table1
 from lra_bench.stats.intervals import cell_interval
@@ -254,3 +256,40 @@ def test_the_protocol_figures_the_docs_quote_regenerate_from_their_records():
                               row.vs_control_method)]
         for figure in filter(None, quoted):
             assert figure in docs, f"docs/protocols.md does not quote {figure!r} ({row.task} {row.attention})"
+
+
+def test_the_sweep_rerun_figures_regenerate_from_its_records():
+    """results/rerun_41: the offline overnight sweep rerun end to end on a fresh clone (issue 41). Its README's
+    figures: the wall time against the README's measured figure, and how many records equal the curated ones."""
+    folder = ROOT / "results" / "rerun_41"
+    text = (folder / "README.md").read_text()
+    timing = json.loads((folder / "timing.json").read_text())
+    assert timing["wall_s"] == timing["end_epoch_s"] - timing["start_epoch_s"] == 5428
+    assert timing["jobs_ok"] == timing["jobs"] == 150
+    minutes = timing["wall_s"] / 60
+    assert f"Wall time {timing['wall_s']:,} s = {minutes:.1f} min" in text
+    quoted = measured_figures(ROOT)["sweep_cpu.offline"].seconds  # the README's figure, from the curated records
+    ratio = timing["wall_s"] / quoted
+    assert f"{ratio:.2f}x" in text and f"({quoted:,.0f} s" in text and 0.75 <= ratio <= 1.25  # issue 41's bar
+
+    def by_key(root):
+        return {(r["task"], r["attention"], r["seed"]): r for r in read_records(root)}
+
+    rerun = by_key(folder / "runs")
+    curated = {k: r for k, r in by_key(ROOT / "results" / "cpu" / "runs").items() if r["profile"] == "quick"}
+    assert len(rerun) == 150 and all(r["status"] == "ok" for r in rerun.values())
+    for task, shown_same, shown_max in (("listops", 50, 2.1), ("pathfinder", 55, 1.2)):
+        keys = [k for k in rerun if k[0] == task]
+        assert all(rerun[k]["config_hash"] == curated[k]["config_hash"] for k in keys)  # the same experiments
+        same = sum(rerun[k]["test_acc"] == curated[k]["test_acc"] and rerun[k]["evals"] == curated[k]["evals"]
+                   for k in keys)
+        worst = max(abs(rerun[k]["test_acc"] - curated[k]["test_acc"]) * 100 for k in keys)
+        assert same == shown_same and round(worst, 1) == shown_max
+        assert f"{shown_same} of 75 {'ListOps' if task == 'listops' else 'Pathfinder'}" in text
+    same_commit = by_key(folder / "same_commit")
+    assert same_commit[("listops", "softmax", 1)]["test_acc"] == rerun[("listops", "softmax", 1)]["test_acc"] == 0.329
+    assert curated[("listops", "softmax", 1)]["test_acc"] == 0.334
+    assert same_commit[("pathfinder", "linformer", 0)]["test_acc"] == 0.5075 != curated[
+        ("pathfinder", "linformer", 0)]["test_acc"] == 0.5195
+    assert same_commit[("pathfinder", "linformer", 0)]["git_commit"].startswith("1fc591a")
+

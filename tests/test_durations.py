@@ -34,6 +34,8 @@ NOT_MEASURED = [
     ("docs/gpu_playbook.md", "runs that finish inside 10 minutes", "limit: the GPU machine's per-command limit"),
     ("docs/gpu_playbook.md", "est. 6-8 min", "plan: an estimate for planning a visit, named 'est.'"),
     ("docs/benchmark.md", "(2.2 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
+    ("docs/benchmark.md", "took 90.5 min, 0.84", "measured: results/rerun_41/timing.json, the sweep's own wall time "
+     "(test_curated_results checks it)"),
     ("docs/pathfinder_fidelity.md", "13.0 → 14.6 s CPU; curv_baseline 3.9 → 3.5 s",
      "tool: a one-off generator timing, the before/after of a change, named as such"),
     ("docs/pathfinder_fidelity.md", "2.2 → 2.4 s, so the profile's 20,000 images take about 24 s",
