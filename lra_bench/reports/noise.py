@@ -28,16 +28,20 @@ def relative_iqr(df: pd.DataFrame) -> pd.Series:
     return spread.where(df["status"] == "ok")
 
 
+def _verdict(df: pd.DataFrame, value: bool) -> pd.Series:
+    """True where the cell's ``machine.busy`` verdict is ``value``; False where it is the other or unknown."""
+    flag = df["machine.busy"] if "machine.busy" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    return flag.map(lambda v: v is value or v == float(value)).astype(bool)
+
+
 def busy(df: pd.DataFrame) -> pd.Series:
     """True where a cell was timed while other work used the cores (``machine.busy``); False where unknown."""
-    flag = df["machine.busy"] if "machine.busy" in df.columns else pd.Series(False, index=df.index)
-    return flag.map(lambda v: v is True or v == 1.0).astype(bool)
+    return _verdict(df, True)
 
 
 def idle(df: pd.DataFrame) -> pd.Series:
     """True where the cell's load was measured and it was not busy (``machine.busy`` False); False where unknown."""
-    flag = df["machine.busy"] if "machine.busy" in df.columns else pd.Series(None, index=df.index, dtype=object)
-    return flag.map(lambda v: v is False or v == 0.0).astype(bool)
+    return _verdict(df, False)
 
 
 def with_noise(df: pd.DataFrame) -> pd.DataFrame:
