@@ -53,6 +53,10 @@ NOT_MEASURED = [
     ("docs/benchmark.md", "0.58 / 1.15 / 3.28 s (S4D) and 0.86 / 2.30 / 6.51 s",
      "cell: results/speed_cpu/ssm_bench (its README has the command)"),
     ("docs/benchmark.md", "(each side took 2-6 minutes at a CPU", "tool: tools/train_vs_bench.py's run, as observed"),
+    ("docs/benchmark.md", "took 15.8, 11.9, 6.7, then 4.2, 4.0, 3.8, 4.8 s per step, against the cell's 4.6-4.8 s",
+     "tool: one instrumented run.py (the step timer printing each step), a one-off named as such; the cell's from "
+     "results/speed_cpu/train_vs_bench_warm"),
+    ("docs/benchmark.md", "(its cell is 88.9 s per step here", "cell: results/speed_cpu/train_vs_bench_idle"),
     ("docs/benchmark.md", "(softmax at 4K took 3.83 s on 2026-12-02)",
      "cell: the day before's softmax cell, git show 232af9f:results/cpu/bench (CURATED names it)"),
     ("docs/benchmark.md", "met (2.45 s against 19.9 s at 4K)",

@@ -98,6 +98,7 @@ def test_train_vs_bench_writes_both_sides_and_their_ratio(tmp_path):
     assert [(r["side"], r["round"]) for r in result["rows"]] == [("cell", 0), ("run.py", 0)]
     cell, trained = result["rows"]
     assert trained["allocator_reuse"] is True
+    assert (trained["warmup_steps_excluded"], trained["timed_steps"]) == (1 + 4, 1)  # the cell's memory step + 4
     assert "other_cores" in cell["machine"] and "other_cores" in trained["machine"]
     ratio = result["summary"]["softmax"]["ratios"][0]
     assert ratio == pytest.approx(trained["step_s"] / cell["step_s"])

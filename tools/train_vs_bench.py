@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def overrides(args: argparse.Namespace, attention: str) -> list[str]:
     return [f"attention={attention}", f"task={args.task}", f"profile={args.profile}", "task.source=synthetic",
             f"task.max_len={args.n}", "task.synthetic_sizes=[64,4,4]", f"trainer.batch_size={args.batch}",
-            "trainer.eval_batch_size=4", f"trainer.max_steps={args.warmup + args.steps}",
-            f"trainer.timing_warmup_steps={args.warmup}", "trainer.checkpoint_every=0", "trainer.device=cpu"]
+            "trainer.eval_batch_size=4", f"trainer.max_steps={1 + args.warmup + args.steps}",
+            f"trainer.timing_warmup_steps={1 + args.warmup}", "trainer.checkpoint_every=0", "trainer.device=cpu"]
 
 
 def cell(args: argparse.Namespace, attention: str, tmp: Path) -> dict:
@@ -67,7 +67,8 @@ def training(args: argparse.Namespace, attention: str, tmp: Path) -> dict:
     if proc.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
         raise SystemExit(f"{attention}: run.py failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     t, memory = records[0]["throughput"], records[0]["memory"]
-    return {"step_s": t["timed_seconds"] / t["timed_steps"], "machine": records[0]["machine"],
+    return {"step_s": t["timed_seconds"] / t["timed_steps"], "timed_steps": t["timed_steps"],
+            "warmup_steps_excluded": t["warmup_steps_excluded"], "machine": records[0]["machine"],
             "allocator_reuse": memory["allocator_reuse"], "peak_bytes": memory["peak_bytes"]}
 
 
