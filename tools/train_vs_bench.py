@@ -6,7 +6,7 @@ fresh process, the same config on synthetic data of the same shape: ``trainer.ti
 ``--warmup``, its first step being the counterpart of the cell's memory step, ``trainer.max_steps`` = that + steps,
 one evaluation at the end on 4 examples). Both sides switch glibc to reuse freed memory after that first step, and
 the heap then grows to its high-water mark over the next steps (measured at 4K, performer: 15.8, 11.9, 6.7, then
-4.0-4.8 s per step), so a warm-up shorter than the trainer's default (5 steps excluded) times that growth, not the
+3.8-4.8 s per step), so a warm-up shorter than the trainer's default (5 steps excluded) times that growth, not the
 steady step a run gets. Compared: the mean step time,
 run.py's from its record (``throughput.timed_seconds / timed_steps``, the time between the start and the end of each
 training step: batch, transfer, step, scheduler, hooks) and the cell's over its timed steps. Each row keeps the
