@@ -57,6 +57,8 @@ NOT_MEASURED = [
      "tool: one instrumented run.py (the step timer printing each step), a one-off named as such; the cell's from "
      "results/speed_cpu/train_vs_bench_warm"),
     ("docs/benchmark.md", "(its cell is 88.9 s per step here", "cell: results/speed_cpu/train_vs_bench_idle"),
+    ("docs/benchmark.md", "cell 78.4 s, run.py 74.9 s per step",
+     "cell: results/speed_cpu/train_vs_bench_softmax/train_vs_bench.json"),
     ("docs/benchmark.md", "(softmax at 4K took 3.83 s on 2026-12-02)",
      "cell: the day before's softmax cell, git show 232af9f:results/cpu/bench (CURATED names it)"),
     ("docs/benchmark.md", "met (2.45 s against 19.9 s at 4K)",
