@@ -403,6 +403,9 @@ def test_a_preempted_rerun_resumes_its_own_checkpoint_and_equals_an_uninterrupte
     assert "(step 10)" in caplog.text and again["restarts"] == 1, "the rerun started over: its progress was lost"
     for key in SAME:
         assert again[key] == first[key], key
+    t, t0 = again["throughput"], first["throughput"]  # the resumed process's own warm-up is not timed either
+    assert t["warmup_steps_excluded"] == 2 * t0["warmup_steps_excluded"] > 0
+    assert t["timed_steps"] == again["steps"] - t["warmup_steps_excluded"]
     assert not (tmp_path / "cache" / "checkpoints").exists() or not list(
         (tmp_path / "cache" / "checkpoints").rglob("ckpt.pt"))
 

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from lra_bench.attention import list_attentions
 from lra_bench.config.attention import build_attention_factory
+from lra_bench.infra.timing import StepTimer
 from lra_bench.models.encoder import Classifier, Encoder
 from lra_bench.run.runner import run
 from lra_bench.train import loop
@@ -73,6 +74,36 @@ def test_timer_excludes_warmup_steps():
     result = loop.train(tiny_model(), toy_data(), settings(max_steps=10, timing_warmup_steps=4), torch.device("cpu"), 0)
     assert result.timer.timed_steps == 6
     assert result.timer.steps_per_second() > 0
+
+
+def test_a_resumed_run_excludes_the_warm_up_of_its_new_process_too(tmp_path):
+    """A resumed process grows its heap again (default allocator, then reuse): its first steps are not timed."""
+    calls = {"n": 0}
+
+    def stop_after_five() -> bool:
+        calls["n"] += 1
+        return calls["n"] == 5
+
+    s = settings(max_steps=12, timing_warmup_steps=3)
+    with pytest.raises(loop.Preempted):
+        loop.train(tiny_model(), toy_data(), s, torch.device("cpu"), 0,
+                   checkpointing=loop.Checkpointing(tmp_path, stop_requested=stop_after_five))
+    resumed = loop.train(tiny_model(), toy_data(), s, torch.device("cpu"), 0,
+                         checkpointing=loop.Checkpointing(tmp_path))
+    assert resumed.restarts == 1
+    # steps 1-3 and 6-8 (the first three of each process) untimed; 4-5 and 9-12 timed
+    assert (resumed.timer.excluded, resumed.timer.timed_steps) == (6, 6)
+    uninterrupted = loop.train(tiny_model(), toy_data(), s, torch.device("cpu"), 0)
+    assert (uninterrupted.timer.excluded, uninterrupted.timer.timed_steps) == (3, 9)
+
+
+def test_a_timer_from_a_checkpoint_without_the_excluded_count_infers_it():
+    timer = StepTimer(device=torch.device("cpu"), warmup=2)
+    timer.load_state_dict({"durations": [0.1, 0.2, 0.3], "seen": 5})  # written before ``excluded`` existed
+    assert timer.excluded == 2
+    timer.start()
+    timer.stop()  # the first step of this process: warm-up again
+    assert (timer.excluded, timer.timed_steps) == (3, 3)
 
 
 def test_nan_loss_raises_diverged(monkeypatch):

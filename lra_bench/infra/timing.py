@@ -18,12 +18,19 @@ def synchronize(device: torch.device) -> None:
 
 @dataclass
 class StepTimer:
-    """Wall time of training steps, the first ``warmup`` steps excluded; call ``start``/``stop`` per step."""
+    """Wall time of training steps; the first ``warmup`` steps of every process are excluded.
+
+    Call ``start``/``stop`` per step. A run resumed from a checkpoint is a new process: its first steps run with
+    glibc's default allocator and then grow the heap again (``AllocatorReuse``), at several times a steady step's
+    cost, so they are excluded after every resume as after the start, and ``excluded`` counts them all.
+    """
 
     device: torch.device
     warmup: int
     durations: list[float] = field(default_factory=list)
-    _seen: int = 0
+    excluded: int = 0  # steps not timed, over every process of the run
+    _seen: int = 0  # steps over every process of the run
+    _this_process: int = 0  # steps since this process started (or loaded the timer's state)
     _t0: float | None = None
 
     def start(self) -> None:
@@ -36,14 +43,21 @@ class StepTimer:
         elapsed = time.perf_counter() - self._t0
         self._t0 = None
         self._seen += 1
-        if self._seen > self.warmup:
+        self._this_process += 1
+        if self._this_process > self.warmup:
             self.durations.append(elapsed)
+        else:
+            self.excluded += 1
 
     def state_dict(self) -> dict[str, object]:
-        return {"durations": list(self.durations), "seen": self._seen}
+        return {"durations": list(self.durations), "seen": self._seen, "excluded": self.excluded}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore a checkpoint's timer; this process's warm-up starts again (its steps are not yet timed)."""
         self.durations, self._seen = list(state["durations"]), int(state["seen"])
+        # checkpoints written before ``excluded`` existed timed every step after the first process's warm-up
+        self.excluded = int(state.get("excluded", self._seen - len(self.durations)))
+        self._this_process = 0
 
     @property
     def timed_steps(self) -> int:

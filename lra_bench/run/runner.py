@@ -517,7 +517,7 @@ def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distr
             "tokens_per_s": sps * tokens_per_step if sps else None,  # padded positions fed to the model
             "timed_steps": timer.timed_steps if timer else 0,
             "timed_seconds": timer.timed_seconds if timer else 0.0,
-            "warmup_steps_excluded": p.trainer.timing_warmup_steps,
+            "warmup_steps_excluded": timer.excluded if timer else 0,  # every process's warm-up (resumes too)
             "batch_size": p.trainer.batch_size,
             "seq_len": p.task.max_len,
             "documents_per_example": 2 if p.task.dual else 1,

@@ -108,6 +108,7 @@ class PretrainResult:
         return {"steps": self.steps, "train_loss": self.train.get("loss"), "val_loss": last.get("val_loss"),
                 "val_acc": last.get("val_acc"), "val_mae": last.get("val_mae"), "evals": self.evals,
                 "steps_per_s": self.timer.steps_per_second(), "timed_steps": self.timer.timed_steps,
+                "warmup_steps_excluded": self.timer.excluded,
                 "timed_seconds": self.timer.timed_seconds, "loop_s": self.loop_seconds,
                 "val_eval_s": self.val_eval_seconds, "restarts": self.restarts,
                 "peak_memory_bytes": self.peak_memory_bytes, "memory_reset": self.memory_reset, **self.extra}

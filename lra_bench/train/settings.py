@@ -30,7 +30,8 @@ class TrainerSettings:
     beta1, beta2, eps: Adam moments (LRA 0.9, 0.98, 1e-9).
     grad_clip: max global gradient norm, null = no clipping.
     eval_every: evaluate on the full validation split every k steps (and after the last step).
-    timing_warmup_steps: first steps excluded from the throughput figures.
+    timing_warmup_steps: first steps of each process excluded from the throughput figures (a resumed run's too:
+        its heap grows again after the allocator switch).
     log_every: steps between progress-log lines.
     device: "auto" (CUDA when available), "cpu" or "cuda[:i]".
     precision: "bf16" (autocast, CUDA only; CPU runs stay fp32) or "fp32".
