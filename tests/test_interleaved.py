@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lra_bench.bench import interleaved
 from lra_bench.bench.interleaved import Job, run_interleaved
 from tests.test_efficiency import attention_payload
 
@@ -21,3 +22,22 @@ def test_cells_in_turns_keep_their_own_results_and_failures():
     assert failed["status"] == "failed" and "no_such_knob" in failed["message"]
     assert timeout["status"] == "timeout"
     assert all(job.proc.poll() is not None for job in jobs)  # no process left behind
+
+
+def test_every_burst_after_the_first_rewarms_at_least_two_steps(monkeypatch):
+    """Parking hands memory back; the heap then takes two steps to regrow, so one untimed step is not enough."""
+    asked = []
+    real_ask = interleaved._ask
+
+    def spy(job, command):
+        asked.append(command)
+        return real_ask(job, command)
+
+    monkeypatch.setattr(interleaved, "_ask", spy)
+    payload = attention_payload("softmax", 64)  # warmup 1
+    payload["repeats"] = 3
+    (result,) = run_interleaved([Job("softmax", payload, 300)], rounds=3)
+    bursts = [c for c in asked if c and "warmup" in c]
+    assert [(c["warmup"], c["repeats"]) for c in bursts] == [(1, 1), (2, 1), (2, 1)]
+    assert result["status"] == "ok" and result["rewarm"] == 2 and result["warmup"] == 1
+    assert interleaved.rewarm(5) == 5  # a longer warm-up asked for is kept in every burst

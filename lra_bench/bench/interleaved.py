@@ -3,8 +3,10 @@ machine's load hits them alike.
 
 Each cell's process (``bench.cell`` served) measures its peak memory on its first step, alone (the processes start
 one after the other), then parks holding only its weights and inputs. The timed steps are then split into
-``rounds`` bursts: round r times a burst of every live cell in turn. A burst after the first starts with one
-untimed step (``REWARM``), which pays the page faults (CUDA: the allocations) that parking handed back. The
+``rounds`` bursts: round r times a burst of every live cell in turn. The first burst starts with the cell's
+``warmup`` untimed steps, every later one with at least ``REWARM`` = 2 (``rewarm`` in the result): parking handed
+memory back, and the heap takes two steps to regrow to its high-water mark (measured, S4D at 16K, width 256, CPU:
+11.0, 3.8, then 3.1 s per step after a trim; one untimed step timed the 3.8). The
 result per cell is the median and quartiles over all its bursts' steps, its ``machine`` summary (the cores other
 processes used during its timed steps: ``infra.machine``) and the names of the cells it was interleaved with.
 An out-of-memory, a failure or a timeout ends that cell alone, with that status.
@@ -27,7 +29,7 @@ from lra_bench.bench.isolated import exit_status
 from lra_bench.infra.timing import summarize
 
 CELL_MODULE = "lra_bench.bench.cell"
-REWARM = 1  # untimed steps at the start of every burst after the first
+REWARM = 2  # at least this many untimed steps at the start of every burst after the first
 
 
 @dataclass
@@ -44,6 +46,11 @@ class Job:
     proc: subprocess.Popen | None = None
     pending: bytes = b""  # stdout read but not yet parsed
     stderr: Any = None
+
+
+def rewarm(warmup: int) -> int:
+    """Untimed steps before each burst after the first: the cell's own ``warmup``, and never fewer than REWARM."""
+    return max(REWARM, warmup)
 
 
 def bursts(repeats: int, rounds: int) -> list[int]:
@@ -141,7 +148,7 @@ def run_interleaved(jobs: list[Job], rounds: int, log: Any = None) -> list[dict[
                 plan = plans[id(job)]
                 if job.result is not None or r >= len(plan):
                     continue
-                warmup = job.payload["warmup"] if r == 0 else REWARM
+                warmup = job.payload["warmup"] if r == 0 else rewarm(job.payload["warmup"])
                 answer = _ask(job, {"warmup": warmup, "repeats": plan[r]})
                 if answer is None:
                     continue
@@ -162,7 +169,8 @@ def run_interleaved(jobs: list[Job], rounds: int, log: Any = None) -> list[dict[
             _stop(job)
             job.result = {"status": "ok", **asdict(summarize(job.durations, job.payload["warmup"])),
                           "durations": job.durations, **job.fields, "machine": answer["machine"],
-                          "rounds": len(plans[id(job)]), "interleaved_with": [n for n in names if n != job.label]}
+                          "rounds": len(plans[id(job)]), "rewarm": rewarm(job.payload["warmup"]),
+                          "interleaved_with": [n for n in names if n != job.label]}
     finally:
         for job in jobs:
             _stop(job)
