@@ -7,8 +7,9 @@ for reuse, as a cell does), ``--warmup`` untimed steps, then ``--steps`` steps u
 profiler, at every ``--n``. The table lists the operators with the most self CPU time at the longest N, each with its
 ms per step at every N, its exponent (least squares of log time on log N over the lengths, 95 % interval) and its
 share of the step at the longest N, then the rest and the total. Operators whose exponent is above the total's are
-what bends the step's curve. Wall time per profiled step is given too (the profiler adds its own cost). Timings under
-load are only indicative: run it on a quiet machine.
+what bends the step's curve. Wall time per step is given profiled and, from as many steps just before, not profiled:
+where they differ much, the profiler changed the step (seen with S4D's large FFT tensors) and the shares are
+suspect. Timings under load are only indicative: run it on a quiet machine.
 
     python tools/profile_scaling.py attention=s4d model=ssm task=text model.dim=256 --n 1024 4096 16384 \\
         --out results/speed_cpu/s4d_scaling_idle/profile_w256.md
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -33,6 +35,7 @@ from lra_bench.bench.cell import attention_step, model_step
 from lra_bench.config.bench import bench_plan
 from lra_bench.errors import LRABenchError
 from lra_bench.infra.memory import reuse_freed_memory
+from lra_bench.infra.timing import timed_runs
 from lra_bench.reports.efficiency import fit_exponent
 from lra_bench.store.files import atomic_open
 from lra_bench.store.records import git_commit
@@ -41,15 +44,17 @@ ROOT = Path(__file__).resolve().parents[1]
 MODES = {"model": model_step, "attention": attention_step}
 
 
-def operator_times(mode: str, config: dict, n: int, batch: int, warmup: int, steps: int) -> tuple[dict[str, float],
-                                                                                                   float]:
-    """({operator: self CPU ms per step}, wall ms per profiled step) of the benchmark's step at length ``n``."""
+def operator_times(mode: str, config: dict, n: int, batch: int, warmup: int,
+                   steps: int) -> tuple[dict[str, float], float, float]:
+    """({operator: self CPU ms per step}, wall ms per profiled step, median wall ms of as many steps before them,
+    not profiled) of the benchmark's step at length ``n``."""
     cfg = {**config, "task": {**config["task"], "max_len": n}}
     step, _ = MODES[mode](cfg, n, batch, torch.device("cpu"))
     step()  # as a benchmark cell: its memory step with the default allocator, then freed memory kept for reuse
     reuse_freed_memory()
     for _ in range(warmup):
         step()
+    plain = statistics.median(timed_runs(step, torch.device("cpu"), steps)) * 1e3
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         for _ in range(steps):
@@ -59,18 +64,20 @@ def operator_times(mode: str, config: dict, n: int, batch: int, warmup: int, ste
     for e in prof.key_averages():
         if e.self_cpu_time_total > 0:
             times[e.key] += e.self_cpu_time_total / 1e3 / steps
-    return dict(times), wall
+    return dict(times), wall, plain
 
 
-def scaling_table(ns: list[int], per_n: list[dict[str, float]], walls: list[float], top: int) -> str:
-    """The markdown table: the ``top`` operators at the longest N, the rest, the total and the wall time per step."""
+def scaling_table(ns: list[int], per_n: list[dict[str, float]], walls: list[float], plain: list[float],
+                  top: int) -> str:
+    """The markdown table: the ``top`` operators at the longest N, the rest, the total, and the wall time per step
+    profiled and not (where the two differ much, the profiler changed the step and the shares are suspect)."""
     longest = per_n[-1]
     names = sorted(longest, key=longest.get, reverse=True)[:top]
     total_long = sum(longest.values())
 
     def row(label: str, values: list[float]) -> str:
         fit = fit_exponent(np.array(ns), np.array(values))
-        share = f"{100 * values[-1] / total_long:.1f} %" if label != "wall per step" else ""
+        share = "" if label.startswith("wall") else f"{100 * values[-1] / total_long:.1f} %"
         cells = " | ".join(f"{v:.1f}" for v in values)
         return f"| {label} | {cells} | {fit.text()} | {share} |"
 
@@ -79,7 +86,8 @@ def scaling_table(ns: list[int], per_n: list[dict[str, float]], walls: list[floa
     lines += [row(f"`{name}`", [t.get(name, 0.0) for t in per_n]) for name in names]
     lines.append(row("the rest", [sum(v for k, v in t.items() if k not in names) for t in per_n]))
     lines.append(row("**total self CPU**", [sum(t.values()) for t in per_n]))
-    lines.append(row("wall per step", walls))
+    lines.append(row("wall per step, profiled", walls))
+    lines.append(row("wall per step, not profiled (median)", plain))
     return "\n".join(lines) + "\n"
 
 
@@ -118,7 +126,8 @@ def main() -> None:
               f"profile {bp.profile}, dim {bp.config['model']['dim']}, batch {batch}, forward + backward (and the "
               f"optimizer in model mode), {args.steps} profiled steps after {args.warmup} at each N; self CPU time "
               f"summed per operator.\n")
-    text = header + "\n" + scaling_table(ns, [r[0] for r in results], [r[1] for r in results], args.top)
+    text = header + "\n" + scaling_table(ns, [r[0] for r in results], [r[1] for r in results],
+                                          [r[2] for r in results], args.top)
     print(text)
     if args.out:
         with atomic_open(args.out) as f:
