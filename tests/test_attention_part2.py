@@ -329,6 +329,31 @@ def test_linformer_equals_softmax_over_the_projected_keys():
     assert_close_at_real(layer.attend(q, k, v, mask), want, mask, atol=1e-5, rtol=1e-5)
 
 
+def test_linformer_cpu_training_product_equals_sdpa():
+    """Training on CPU skips SDPA's math path (its masked-row guard costs 5 % and has nothing to guard): the plain
+    softmax product gives SDPA's numbers, forward and backward, padded or not; dropout still applies in training."""
+    layer = build("linformer", low_rank_features=5)
+    q, k, v, mask = qkv_mask(h=HEADS, n=12, d=DIM // HEADS)
+    for m in (mask, torch.ones_like(mask), None):
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        got = layer.attend(*leaves, m)  # grad enabled: the product
+        got.square().sum().backward()
+        with torch.no_grad():
+            want = layer.attend(q, k, v, m)  # no grad: SDPA
+        torch.testing.assert_close(got.detach(), want, atol=1e-6, rtol=1e-5)
+        ref = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        e, f = layer.proj_k[:12].detach(), layer.proj_v[:12].detach()
+        keep = (torch.ones_like(mask) if m is None else m)[:, None, :, None]
+        k_low = torch.einsum("bhnd,nm->bhmd", ref[1].masked_fill(~keep, 0.0), e)
+        v_low = torch.einsum("bhnd,nm->bhmd", ref[2].masked_fill(~keep, 0.0), f)
+        F.scaled_dot_product_attention(ref[0], k_low, v_low).square().sum().backward()
+        for a, b in zip(leaves, ref, strict=True):
+            torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4)
+    layer.train()
+    layer.attn_dropout = 0.5
+    assert not torch.allclose(layer.attend(q, k, v, mask), layer.attend(q, k, v, mask)), "dropout in training"
+
+
 def test_compressed_equals_softmax_over_the_compressed_keys():
     """softmax(Q conv(K)ᵀ/√D) conv(V) over the windows holding a real token, K and V zeroed at padding first."""
     layer = build("compressed", compression=3)

@@ -7,7 +7,10 @@ N < seq_len the first N rows of E and F are used, and padded rows of K and V are
 projection, so padded content never reaches the projected keys (padded == truncated exactly).
 
 The softmax over the M projected keys runs through ``F.scaled_dot_product_attention`` (fused kernels where one
-exists: CUDA; CPU outside training with attention dropout).
+exists: CUDA; CPU outside training with attention dropout), except when training on CPU: there SDPA takes its math
+path, which guards against fully masked rows (``isneginf`` + ``where``, 5 % of the layer's step at 1K, issue 45's
+profile) that M projected keys, none of them masked, never have; that step is the plain softmax product instead.
+Padded rows of K and V are zeroed only when a row is padded.
 
 Time O(B·H·N·M·D), memory O(B·H·N·M) (M = ``low_rank_features``, fixed; linear in N; O(B·H·N) on fused kernels).
 """
@@ -20,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lra_bench.attention._blocks import all_valid
 from lra_bench.attention.base import Attention, checked_attn_dropout
 from lra_bench.checks import Count, DropRate
 from lra_bench.errors import ConfigError
@@ -57,7 +61,7 @@ class LinformerAttention(Attention):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
         n = q.shape[-2]
-        if mask is not None:
+        if mask is not None and not all_valid(mask):
             keep = mask[:, None, :, None]  # (B, 1, N, 1)
             k = k.masked_fill(~keep, 0.0)
             v = v.masked_fill(~keep, 0.0)
@@ -66,4 +70,7 @@ class LinformerAttention(Attention):
         k_low = torch.einsum("bhnd,nm->bhmd", k, e)  # (B, H, M, D)
         v_low = torch.einsum("bhnd,nm->bhmd", v, f)  # (B, H, M, D)
         p = self.attn_dropout if self.training else 0.0
+        if q.device.type == "cpu" and torch.is_grad_enabled():  # SDPA's CPU math path: no masked-row guard needed
+            scores = (q * q.shape[-1] ** -0.5) @ k_low.transpose(-2, -1)  # (B, H, N, M)
+            return F.dropout(scores.softmax(dim=-1), p=p, training=p > 0) @ v_low  # (B, H, N, D)
         return F.scaled_dot_product_attention(q, k_low, v_low, dropout_p=p)  # (B, H, N, D): softmax over M keys
