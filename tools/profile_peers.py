@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: tools/_repo.py)
 import torch
+from _provenance import provenance, write_markdown
 from torch.profiler import ProfilerActivity, profile
 
 from lra_bench.bench.cell import peer_step
 from lra_bench.bench.peers import PAIR_NAMES, get_pair
-from lra_bench.store.files import atomic_open
-from lra_bench.store.records import git_commit
 
 
 def side_profile(pair: str, side: str, n: int, args: argparse.Namespace) -> tuple[list[tuple[str, float, int]], float]:
@@ -71,16 +69,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
-    header = (f"# Operator profiles: our layers beside the PyPI packages\n\nCommand: `python tools/profile_peers.py "
-              f"{' '.join(sys.argv[1:])}`  \nCommit {git_commit()}, torch {torch.__version__}, "
-              f"{torch.get_num_threads()} thread(s), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, 1-minute "
+    header = (f"# Operator profiles: our layers beside the PyPI packages\n\n{provenance('profile_peers.py')}1-minute "
               f"load {os.getloadavg()[0]:.1f} at the start. Batch {args.batch}, dim {args.dim}, {args.heads} heads, "
               f"forward + backward, fp32, {args.steps} profiled steps after {args.warmup}.\n")
-    text = header + "\n" + "\n".join(pair_table(p, n, args) for p in args.pairs for n in args.n)
-    print(text)
-    if args.out:
-        with atomic_open(args.out) as f:
-            f.write(text)
+    write_markdown(header + "\n" + "\n".join(pair_table(p, n, args) for p in args.pairs for n in args.n), args.out)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from pathlib import Path
 import _repo  # noqa: F401  (this checkout's lra_bench first: tools/_repo.py)
 import numpy as np
 import torch
+from _provenance import provenance, write_markdown
 from hydra import compose, initialize_config_dir
 from torch.profiler import ProfilerActivity, profile
 
@@ -37,8 +38,6 @@ from lra_bench.errors import LRABenchError
 from lra_bench.infra.memory import reuse_freed_memory
 from lra_bench.infra.timing import timed_runs
 from lra_bench.reports.efficiency import fit_exponent
-from lra_bench.store.files import atomic_open
-from lra_bench.store.records import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = {"model": model_step, "attention": attention_step}
@@ -119,19 +118,13 @@ def main() -> None:
     torch.manual_seed(0)
     load_start = os.getloadavg()[0]
     results = [operator_times(args.mode, bp.config, n, batch, args.warmup, args.steps) for n in ns]
-    header = (f"# Operators against N: {bp.attention}, {args.mode} mode\n\nCommand: `python tools/profile_scaling.py "
-              f"{' '.join(sys.argv[1:])}`  \nCommit {git_commit()}, torch {torch.__version__}, "
-              f"{torch.get_num_threads()} thread(s), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, 1-minute "
+    header = (f"# Operators against N: {bp.attention}, {args.mode} mode\n\n{provenance('profile_scaling.py')}1-minute "
               f"load {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end. Task {bp.task}, "
               f"profile {bp.profile}, dim {bp.config['model']['dim']}, batch {batch}, forward + backward (and the "
               f"optimizer in model mode), {args.steps} profiled steps after {args.warmup} at each N; self CPU time "
               f"summed per operator.\n")
-    text = header + "\n" + scaling_table(ns, [r[0] for r in results], [r[1] for r in results],
-                                          [r[2] for r in results], args.top)
-    print(text)
-    if args.out:
-        with atomic_open(args.out) as f:
-            f.write(text)
+    write_markdown(header + "\n" + scaling_table(ns, [r[0] for r in results], [r[1] for r in results],
+                                                  [r[2] for r in results], args.top), args.out)
 
 
 if __name__ == "__main__":
