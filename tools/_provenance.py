@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import _repo  # noqa: F401  (this checkout's lra_bench first: tools/_repo.py)
 import torch
 
 from lra_bench.store.files import atomic_open
