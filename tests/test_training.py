@@ -97,9 +97,9 @@ def test_a_resumed_run_excludes_the_warm_up_of_its_new_process_too(tmp_path):
     assert (uninterrupted.timer.excluded, uninterrupted.timer.timed_steps) == (3, 9)
 
 
-def test_a_timer_from_a_checkpoint_without_the_excluded_count_infers_it():
+def test_a_timer_from_a_checkpoint_counts_its_excluded_steps_and_warms_up_again():
     timer = StepTimer(device=torch.device("cpu"), warmup=2)
-    timer.load_state_dict({"durations": [0.1, 0.2, 0.3], "seen": 5})  # written before ``excluded`` existed
+    timer.load_state_dict({"durations": [0.1, 0.2, 0.3], "seen": 5})  # the checkpoint's timer state
     assert timer.excluded == 2
     timer.start()
     timer.stop()  # the first step of this process: warm-up again

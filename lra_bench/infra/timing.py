@@ -28,7 +28,6 @@ class StepTimer:
     device: torch.device
     warmup: int
     durations: list[float] = field(default_factory=list)
-    excluded: int = 0  # steps not timed, over every process of the run
     _seen: int = 0  # steps over every process of the run
     _this_process: int = 0  # steps since this process started (or loaded the timer's state)
     _t0: float | None = None
@@ -46,18 +45,19 @@ class StepTimer:
         self._this_process += 1
         if self._this_process > self.warmup:
             self.durations.append(elapsed)
-        else:
-            self.excluded += 1
 
     def state_dict(self) -> dict[str, object]:
-        return {"durations": list(self.durations), "seen": self._seen, "excluded": self.excluded}
+        return {"durations": list(self.durations), "seen": self._seen}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore a checkpoint's timer; this process's warm-up starts again (its steps are not yet timed)."""
         self.durations, self._seen = list(state["durations"]), int(state["seen"])
-        # checkpoints written before ``excluded`` existed timed every step after the first process's warm-up
-        self.excluded = int(state.get("excluded", self._seen - len(self.durations)))
         self._this_process = 0
+
+    @property
+    def excluded(self) -> int:
+        """Steps not timed, over every process of the run (each process's warm-up)."""
+        return self._seen - len(self.durations)
 
     @property
     def timed_steps(self) -> int:
