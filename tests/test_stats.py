@@ -386,6 +386,30 @@ def test_rank_one_probability_shrinks_toward_the_average():
     assert p.sum() == pytest.approx(1.0) and p[-1] < 0.5 and p.argmax() == 9  # shrunk: not crowned for its lead
 
 
+def test_rank_one_probability_does_not_depend_on_the_eigenvectors_lapack_picks(monkeypatch):
+    """The pooled covariance has one eigenvalue repeated V - 1 times, so LAPACK may return any orthonormal basis of
+    that eigenspace, and different hosts did (P(rank 1) 0.0588 against 0.0581 for one committed table). The draws go
+    through the symmetric square root, which every such basis gives alike: a rotated basis leaves P(rank 1) as is."""
+    means = [36.9, 39.0, 32.5, 35.1, 38.2]
+    cov = pooled_covariance(np.diag([2.0, 3.5, 1.5, 2.5, 3.0]) + 0.7)
+    before = rank_one_probability(means, cov)
+    eigh = np.linalg.eigh
+
+    def rotated(a):
+        w, q = eigh(a)
+        repeated = np.flatnonzero(np.isclose(w, np.median(w)))
+        assert len(repeated) == len(means) - 1  # the repeated eigenvalue this test is about
+        turn, _ = np.linalg.qr(np.random.default_rng(7).standard_normal((len(repeated), len(repeated))))
+        q = q.copy()
+        q[:, repeated] = q[:, repeated] @ turn
+        return w, q
+
+    monkeypatch.setattr(np.linalg, "eigh", rotated)
+    after = rank_one_probability(means, cov)
+    assert after.tolist() == before.tolist()
+    assert not np.allclose(rotated(cov)[1], eigh(cov)[1])  # the basis did change
+
+
 def test_probit_model_orthants_and_calibration():
     """Owen's T orthant probabilities against scipy's integration; the fitted model gives back the components it
     was fitted to; a paired component above twice the example one fits no model."""

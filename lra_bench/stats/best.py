@@ -84,7 +84,11 @@ def rank_one_probability(means, cov, draws: int = DRAWS, seed: int = 0) -> np.nd
     gain = tau2 * np.linalg.inv(tau2 * np.eye(v) + cov)             # tau^2 (tau^2 I + Sigma)^-1
     post_mean = grand + gain @ (x - grand)
     post_cov = tau2 * (np.eye(v) - gain)
+    # the symmetric square root q sqrt(w) q^T, unique even where eigenvalues repeat (the pooled covariance's do: V - 1
+    # of them are equal), so the draws do not depend on which eigenvectors this host's LAPACK picks for a repeated
+    # eigenvalue; q sqrt(w) alone would (the same distribution, other draws: P(rank 1) moved by 0.0007 between hosts)
     w, q = np.linalg.eigh((post_cov + post_cov.T) / 2)
+    root = (q * np.sqrt(np.maximum(w, 0.0))) @ q.T
     rng = np.random.default_rng(seed)
-    draws_ = post_mean + (rng.standard_normal((draws, v)) * np.sqrt(np.maximum(w, 0.0))) @ q.T
+    draws_ = post_mean + rng.standard_normal((draws, v)) @ root
     return np.bincount(draws_.argmax(1), minlength=v) / draws
