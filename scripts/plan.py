@@ -59,7 +59,8 @@ def power_plan(args, records: list[dict]) -> int:
         samples = dict(zip(g.attention, g["sample"], strict=True))
         mine = [r for r in records if r.get("task") == task and r.get("profile") == profile]
         try:
-            plans.append(plan_task(task, samples, mine, args.reference, args.power, args.max_seeds))
+            plans.append(plan_task(task, samples, mine, args.reference, args.power, args.max_seeds,
+                                   designs=tuple(args.design.get(task, ()))))
         except ValueError as e:
             failures[task] = str(e)
     plans.sort(key=lambda p: [*TASKS, "pathx"].index(p.task.iloc[0]) if p.task.iloc[0] in TASKS else 99)
@@ -79,6 +80,19 @@ def power_plan(args, records: list[dict]) -> int:
     return 0 if plans else 1
 
 
+def parse_designs(ap: argparse.ArgumentParser, given: list[str]) -> dict[str, list[tuple[int, int]]]:
+    """``--design TASK=SEEDSxEXAMPLES`` values as {task: [(seeds, examples)]}; a malformed one stops with the form."""
+    designs: dict[str, list[tuple[int, int]]] = {}
+    for text in given:
+        task, _, design = text.partition("=")
+        seeds, _, examples = design.lower().partition("x")
+        if task not in TASKS or not seeds.isdigit() or not examples.replace(",", "").isdigit():
+            ap.error(f"--design {text}: expected TASK=SEEDSxEXAMPLES with TASK one of {', '.join(TASKS)} "
+                     "(e.g. --design listops=3x10000)")
+        designs.setdefault(task, []).append((int(seeds), int(examples.replace(",", ""))))
+    return designs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs-dir", type=Path, default=Path("results/runs"))
@@ -95,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
                                                             f"{REFERENCE})")
     ap.add_argument("--max-seeds", type=int, default=MAX_SEEDS,
                     help=f"with --power: the most seeds per variant considered (default {MAX_SEEDS})")
+    ap.add_argument("--design", action="append", default=[], metavar="TASK=SEEDSxEXAMPLES",
+                    help="with --power: also the detectable gap of this design (e.g. listops=3x10000; repeatable), "
+                         "from the same variance components")
     args = ap.parse_args(argv)
+    args.design = parse_designs(ap, args.design)
     if args.power is not None and not args.power > 0:
         ap.error(f"--power {args.power}: the gap must be a positive number of accuracy points")
     found, skipped = read_tree(args.runs_dir, "record.json")

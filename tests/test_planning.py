@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from lra_bench.reports.detectable import detectable, task_noise
@@ -15,7 +16,7 @@ from lra_bench.reports.planning import Protocol, planning_markdown, planning_tab
 from lra_bench.reports.power_plan import BUDGET_DESIGNS, plan_task, run_time
 from lra_bench.reports.table1 import load_runs, task_cells
 from lra_bench.run.runner import run
-from lra_bench.stats.power import power
+from lra_bench.stats.power import detectable_gap, power
 from lra_bench.store.records import read_tree
 from tests.helpers.scripts import load_script
 
@@ -145,6 +146,33 @@ def test_plan_script_power_mode(tmp_path, capsys):
     assert "must be a positive number" in capsys.readouterr().err
 
 
+def test_a_given_design_is_planned_from_the_same_components(tmp_path, capsys):
+    """--design TASK=SxN adds that design's detectable gap (issue 46: what quick's re-sized test sets buy), computed
+    like every other row; a design past the full split, with one seed, or malformed is refused."""
+    runs = load_runs(ROOT / "results" / "cpu_ssm" / "runs")
+    cells = task_cells(runs, "cpu")
+    g = cells[cells.task == "listops"]
+    samples = dict(zip(g.attention, g["sample"], strict=True))
+    plan = plan_task("listops", samples, [], "softmax", 4.0, max_seeds=4, designs=((3, 10_000), (5, 1000)))
+    given = plan[plan.design.str.startswith("given")].set_index("design")
+    noise, _, _, comparisons = task_noise(samples, "softmax")
+    assert list(given.index) == ["given 3 x 10,000", "given 5 x 1,000"]
+    assert given.detectable_gap.iloc[0] == pytest.approx(100 * detectable_gap(noise, 3, 10_000, comparisons))
+    assert given.detectable_gap.iloc[0] < plan.detectable_gap.iloc[0]  # more test examples, a smaller gap
+    with pytest.raises(ValueError, match="the test split holds 10,000"):
+        plan_task("image", samples, [], "softmax", 4.0, max_seeds=4, designs=((3, 20_000),))
+    with pytest.raises(ValueError, match=">= 2 seeds"):
+        plan_task("listops", samples, [], "softmax", 4.0, max_seeds=4, designs=((1, 5000),))
+    module = _plan_module()
+    out = tmp_path / "plan.md"
+    assert module.main(["--power", "4", "--runs-dir", str(ROOT / "results" / "cpu_ssm" / "runs"), "--out", str(out),
+                        "--max-seeds", "4", "--design", "listops=3x10,000"]) == 0
+    assert "| given 3 x 10,000 " in out.read_text()
+    with pytest.raises(SystemExit):
+        module.main(["--power", "4", "--runs-dir", str(tmp_path), "--design", "listop=3x10000"])
+    assert "expected TASK=SEEDSxEXAMPLES" in capsys.readouterr().err
+
+
 def test_the_variance_budget_in_the_docs_is_the_plan_scripts(tmp_path):
     """docs/benchmark.md's variance-budget table is what `python scripts/plan.py --power 3 --runs-dir
     results/cpu/runs` prints for the committed curated records (regenerate it from there when they change)."""
@@ -158,3 +186,27 @@ def test_the_variance_budget_in_the_docs_is_the_plan_scripts(tmp_path):
     assert quoted.strip() == printed
     rows = [line for line in printed.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert [r.split("|")[1].strip() for r in rows] == ["ListOps", "Text", "Image", "Pathfinder"]
+
+
+def test_the_quick_design_table_in_the_docs_is_the_plan_scripts(tmp_path):
+    """docs/benchmark.md's "quick re-sized" table (issue 46 item 3): the detectable gap before (the current design)
+    and the projected one of the re-sized quick (--design), and the cheapest 3-point design, as plan.py prints them
+    for the committed curated records."""
+    out = tmp_path / "power_plan.md"
+    designs = {"listops": "4x10000", "text": "4x25000", "image": "4x10000", "pathfinder": "4x10000"}
+    args = ["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs"), "--out", str(out)]
+    assert _plan_module().main([*args, *(f"--design={t}={d}" for t, d in designs.items())]) == 0
+    plans = pd.read_csv(out.with_suffix(".csv"))
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    block = docs[docs.index("<!-- quick-design:begin -->"):docs.index("<!-- quick-design:end -->")]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in block.splitlines()[3:] if line.startswith("| ")]
+    labels = {"ListOps": "listops", "Text": "text", "Image": "image", "Pathfinder": "pathfinder"}
+    assert [labels[r[0]] for r in rows] == list(designs)
+    for label, before, gap, now, projected, three in rows:
+        plan = plans[plans.task == labels[label]]
+        cur = plan[plan.design == "current"].iloc[0]
+        given = plan[plan.design.str.startswith("given")].iloc[0]
+        cheapest = plan[plan.design.str.endswith("(cheapest)")].iloc[0]
+        assert before == f"{cur.seeds} x {cur.test_examples:,}" and gap == f"{cur.detectable_gap:.2f}"
+        assert now == f"{given.seeds} x {given.test_examples:,}" and projected == f"{given.detectable_gap:.2f}"
+        assert three == f"{cheapest.seeds} seeds x {cheapest.test_examples:,}"

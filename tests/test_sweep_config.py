@@ -91,7 +91,8 @@ def test_cpu_sweep_script_jobs_are_valid(tmp_path):
     """scripts/sweep_cpu.sh's jobs each pass their config checks (seed 0: the seed changes no check)."""
     jobs = cpu_sweep_jobs()
     seeds = sorted({a for job in jobs for a in job if a.startswith("seed=")})
-    assert seeds == ["seed=0", "seed=1", "seed=2"], seeds  # Table 1's intervals need 3 seeds per cell
+    # 4 seeds per cell: issue 46's power plan (a 4th seed buys more than larger test sets; docs/benchmark.md)
+    assert seeds == ["seed=0", "seed=1", "seed=2", "seed=3"], seeds
     plans_every_job([job for job in jobs if "seed=0" in job], tmp_path, [])
 
 

@@ -130,6 +130,30 @@ def test_hub_layout_parquet_loads_strips_as_tfds_and_matches_datasets(tmp_path):
     assert data.labels["test"].tolist() == [y for _, y in rows["test"]]
 
 
+def test_text_validation_subset_is_drawn_from_the_test_subset(tmp_path):
+    """Issue 46: task.max_val_examples evaluates validation on a seeded subset of the (possibly full) test split,
+    so a large test set does not multiply the cost of every validation pass; unset, val is the test set (LRA)."""
+    root = write_imdb_parquet(tmp_path / "imdb", {"train": imdb_rows(40, 0), "test": imdb_rows(60, 1)})
+    full = TextTask(data_dir=str(root), max_len=16).load(tmp_path / "cache")
+    assert full.inputs["val"] is full.inputs["test"] and full.meta["val_is_test"]
+    data = TextTask(data_dir=str(root), max_len=16, max_val_examples=25).load(tmp_path / "cache")
+    assert len(data.labels["test"]) == 60 and len(data.labels["val"]) == 25 and not data.meta["val_is_test"]
+    test_rows = {row.tobytes(): y for row, y in zip(data.inputs["test"], data.labels["test"], strict=True)}
+    assert all(test_rows[row.tobytes()] == y for row, y in zip(data.inputs["val"], data.labels["val"], strict=True))
+    again = TextTask(data_dir=str(root), max_len=16, max_val_examples=25).load(tmp_path / "cache")
+    np.testing.assert_array_equal(again.inputs["val"], data.inputs["val"])  # seeded: the same subset every run
+    other = TextTask(data_dir=str(root), max_len=16, max_val_examples=25, subset_seed=1).load(tmp_path / "cache")
+    assert not np.array_equal(other.inputs["val"], data.inputs["val"])
+    assert data.meta["subset"]["max_val_examples"] == 25 and "max_val_examples" not in full.meta["subset"]
+
+
+def test_text_validation_subset_larger_than_the_test_subset_is_refused():
+    with pytest.raises(ConfigError, match="max_val_examples=500 is larger than task.max_eval_examples=100"):
+        TextTask(source="synthetic", max_eval_examples=100, max_val_examples=500)
+    with pytest.raises(ConfigError, match="max_val_examples=0 is out of range"):
+        TextTask(source="synthetic", max_val_examples=0)
+
+
 def test_aclimdb_folder_layout(tmp_path):
     base = tmp_path / "download" / "aclImdb"
     texts = {}
@@ -384,10 +408,16 @@ def test_image_hub_split_names_are_checked(tmp_path, monkeypatch):
         image_task.load_hub("uoft-cs/cifar10", ("train", "test"), ("img", "label"), "hint")
 
 
-def test_quick_profile_scores_image_on_the_full_splits(tmp_path):
-    """Issue 21: the 3-seed sweep uses the full test split wherever it costs under 20 % more time. Image's full
-    5k/10k val/test splits cost about 13 % (image_quick.yaml); text's 25k-review test split about 53 %, so text
-    keeps its 1,000-review subset."""
-    image = plan(compose_run(["task=image", "profile=quick"], tmp_path)).task
-    text = plan(compose_run(["task=text", "profile=quick"], tmp_path)).task
-    assert image.max_eval_examples is None and text.max_eval_examples == 1000
+def test_quick_profile_sizes_its_test_sets_for_power(tmp_path):
+    """Issue 46 item 3: image on LRA's full 5k/10k splits; text on its full 25,000-review test split with a 2,000-
+    review validation subset (the full split adds about 13 % to a 2,000-step run); ListOps and Pathfinder with
+    >= 10,000 generated test examples; every budget at the budget study's plateau (4x the 500-600 steps before)."""
+    tasks = {t: plan(compose_run([f"task={t}", "profile=quick"], tmp_path)) for t in
+             ("listops", "text", "image", "pathfinder")}
+    image, text = tasks["image"].task, tasks["text"].task
+    assert image.max_eval_examples is None and text.max_eval_examples is None and text.max_val_examples == 2000
+    generator = tasks["listops"].task.generator
+    assert generator["num_test"] >= 10_000 and generator["num_val"] >= 5_000
+    assert tasks["pathfinder"].task.num_images // 10 >= 10_000  # the 80/10/10 split's test tenth
+    assert {t: p.trainer.max_steps for t, p in tasks.items() if t != "pathfinder"} == {
+        "listops": 2400, "text": 2000, "image": 2400}

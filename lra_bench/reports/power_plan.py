@@ -78,10 +78,12 @@ def _smallest_examples(noise, seeds: int, comparisons: int, gap: float, ceiling:
 
 
 def plan_task(task: str, samples: dict, records: list[dict], reference: str, gap_points: float,
-              max_seeds: int = MAX_SEEDS, alpha: float = ALPHA) -> pd.DataFrame:
+              max_seeds: int = MAX_SEEDS, alpha: float = ALPHA,
+              designs: tuple[tuple[int, int], ...] = ()) -> pd.DataFrame:
     """Rows (design, seeds, test_examples, detectable_gap, runs, hours) for one task: the current design, then from
     the fewest seeds that can reach ``gap_points`` (within the task's test set) up to three seeds past the cheapest
-    design, each with the fewest test examples that reach it (the cheapest marked)."""
+    design, each with the fewest test examples that reach it (the cheapest marked), then each of ``designs``
+    ((seeds, test examples) the user asks about: "given S x N")."""
     found = task_noise(samples, reference)
     if found is None:
         raise ValueError(f"{task}: no pair with `{reference}` on one test set with per-example predictions and 2+ "
@@ -112,6 +114,12 @@ def plan_task(task: str, samples: dict, records: list[dict], reference: str, gap
         cheapest = min(feasible, key=lambda s: (hours(s, feasible[s]), s))
         for s in range(min(feasible), min(max(feasible), cheapest + 3) + 1):
             rows.append(row(f"{s} seeds" + (" (cheapest)" if s == cheapest and timing else ""), s, feasible[s]))
+    for s, n in designs:
+        if s < 2 or n < 1:
+            raise ValueError(f"{task}: design {s} x {n}: a paired test needs >= 2 seeds and >= 1 test example")
+        if n > ceiling:
+            raise ValueError(f"{task}: design {s} x {n:,}: the test split holds {ceiling:,} examples")
+        rows.append(row(f"given {s} x {n:,}", s, n))
     return pd.DataFrame(rows)
 
 

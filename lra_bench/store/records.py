@@ -40,6 +40,7 @@ NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {
     ("attention", "n_ssm"): None,  # issue 39: s4d's shared (A, B) sets (None: one per channel)
     ("trainer", "activation_checkpointing"): False,  # issue 45: blocks recomputed in backward (bit-identical)
     ("attention", "ssm_includes_b"): False,  # issue 39: lru's B at the recurrence's rate, no decay (profile=lru)
+    ("task", "max_val_examples"): None,  # issue 46: text's validation subset of its test reviews (None: all of them)
 }
 #: whole sections added after runs were recorded, with the value that says "this phase is absent": a config holding
 #: exactly that value hashes as if the section were absent (issue 44: ``pretrain=none``, every run trained from

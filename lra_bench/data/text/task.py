@@ -120,6 +120,9 @@ class TextTask(Task):
         max_train_examples: use a seeded random subset of the training split (null = all 25,000).
         max_eval_examples: use a seeded random subset of the test split, which is also the validation split
             (null = all 25,000). For shortened runs only; LRA scores use the full split.
+        max_val_examples: evaluate validation on a seeded random subset of that test subset (null = all of it, as
+            LRA): a run evaluates validation many times and test once, so a large test set (power) with a small
+            validation subset (cost) is the cheap design (profile=quick: the full test split, 1,000 for validation).
         subset_seed: seed of those subsets (independent of the training seed).
     """
 
@@ -130,6 +133,7 @@ class TextTask(Task):
     synthetic_sizes: list[Count] = field(default_factory=lambda: [512, 128, 128])
     max_train_examples: Count | None = None
     max_eval_examples: Count | None = None
+    max_val_examples: Count | None = None
     subset_seed: Seed = 0
 
     vocab_size = byte_tokens.VOCAB_SIZE
@@ -140,6 +144,11 @@ class TextTask(Task):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_subset_sizes("task", self.max_train_examples, self.max_eval_examples)
+        val, test = self.max_val_examples, self.max_eval_examples
+        if val is not None and test is not None and val > test:
+            raise ConfigError(f"task.max_val_examples={self.max_val_examples} is larger than task.max_eval_examples="
+                              f"{self.max_eval_examples}: the validation subset is drawn from the test subset; lower "
+                              "max_val_examples or raise max_eval_examples (null = the whole test split)")
         if self.source == "auto":
             self.source = "files" if self.data_dir is not None else "hub"
         if self.source == "files" and self.data_dir is None:
@@ -217,14 +226,18 @@ class TextTask(Task):
         return splits, meta
 
     def _finish(self, cached: CachedSplits) -> CachedSplits:
-        """val = test (LRA), then the configured subsets; the cache keeps the full splits."""
+        """val = test (LRA), then the configured subsets (val: a subset of the test subset when max_val_examples is
+        set); the cache keeps the full splits."""
         x_train, y_train = subsample(cached.inputs["train"], cached.labels["train"], self.max_train_examples,
                                      self.subset_seed)
         x_test, y_test = subsample(cached.inputs["test"], cached.labels["test"], self.max_eval_examples,
                                    self.subset_seed + 1)
-        meta = {**cached.meta, "val_is_test": True,
-                "subset": {"max_train_examples": self.max_train_examples,
-                           "max_eval_examples": self.max_eval_examples, "seed": self.subset_seed}}
-        return CachedSplits(inputs={"train": x_train, "val": x_test, "test": x_test},
-                            labels={"train": y_train, "val": y_test, "test": y_test},
+        x_val, y_val = subsample(x_test, y_test, self.max_val_examples, self.subset_seed + 2)
+        subset = {"max_train_examples": self.max_train_examples, "max_eval_examples": self.max_eval_examples,
+                  "seed": self.subset_seed}
+        if self.max_val_examples is not None:
+            subset["max_val_examples"] = self.max_val_examples
+        meta = {**cached.meta, "val_is_test": self.max_val_examples is None, "subset": subset}
+        return CachedSplits(inputs={"train": x_train, "val": x_val, "test": x_test},
+                            labels={"train": y_train, "val": y_val, "test": y_test},
                             meta=meta, path=cached.path, reused=cached.reused)
