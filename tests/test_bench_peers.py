@@ -66,6 +66,8 @@ def test_script_writes_rows_and_a_table(tmp_path):
     assert performer_peer["status"] == ("ok" if installed else "missing")
     md = (out / "peers.md").read_text()
     assert "| flash | 128 |" in md and "torch SDPALayer" in md and "time ours / package" in md
+    assert all(r["tensor_peak_bytes"] > 0 for r in flash)  # the exact tensor peak of a second step (CPU)
+    assert "tensor ours / package" in md
     if not installed:
         assert "| performer | 128 |" in md and "MISSING" in md
 

@@ -15,7 +15,7 @@ from scipy import stats
 from lra_bench.bench.isolated import run_isolated
 from lra_bench.bench.table2 import run_benchmark
 from lra_bench.infra import timing
-from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory
+from lra_bench.infra.memory import peak_memory_bytes, reset_peak_memory, tensor_peak_of
 from lra_bench.infra.timing import time_callable
 from lra_bench.reports.efficiency import fit_exponent, load_cells, rank_text, scaling_plot, spearman, table2
 from lra_bench.store.records import checksum
@@ -43,6 +43,32 @@ def test_cpu_peak_memory_reset_is_real():
     assert reset_peak_memory(CPU)
     low = peak_memory_bytes(CPU)
     assert high - low > 200 * 2**20, "VmHWM was not reset"
+
+
+def test_tensor_peak_counts_what_a_step_holds_at_once_and_repeats_exactly():
+    """tensor_peak_of: the peak of tensor memory allocated during the call, over what was held before it (the
+    tensors held outside do not count), the same on every call; what is freed before a later allocation does not add
+    to it; a call that allocates nothing has no peak."""
+    mib = 2**20
+    held = torch.ones(8 * mib // 4)  # 8 MiB held before: not counted
+
+    def step() -> None:
+        a = torch.empty(mib // 4)  # 1 MiB
+        b = torch.empty(2 * mib // 4)  # 3 MiB held
+        del a
+        c = torch.empty(mib // 8)  # 2.5 MiB: below the peak
+        del b, c
+
+    assert tensor_peak_of(step) == tensor_peak_of(step) == 3 * mib
+    assert tensor_peak_of(lambda: None) is None and held.sum() > 0  # nothing allocated inside, nothing counted
+    x = torch.randn(64, 256, requires_grad=True)
+
+    def layer() -> None:
+        (x @ x.T).softmax(-1).sum().backward()
+        x.grad = None
+
+    layer()
+    assert tensor_peak_of(layer) == tensor_peak_of(layer) >= 2 * 64 * 64 * 4  # scores and their softmax at least
 
 
 def attention_payload(name: str, n: int, batch: int = 1) -> dict:

@@ -62,9 +62,14 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"({meta['rounds']} bursts each). Time ratio < 1: ours is faster. Load: the 1-minute load average "
              "when each side's timing began and ended; other cores: how many cores other processes kept busy during "
              "its timed steps (busy = more than the cores it left spare).", "",
+             "Memory: MiB the first step's resident set grew by (RSS, as in Table 2; it moves by 10 % and more "
+             "between runs with the C allocator's caching) and, on a CPU, the exact peak of tensor memory a step "
+             "allocates (tensor, from the profiler's allocation events: the same on every run, the one to compare).",
+             "",
              "| pair | N | ours ms | package | package ms | time ours / package | ours MiB | package MiB | "
-             "memory ours / package | load (ours; package) | other cores (ours / package) | settings |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "memory ours / package | tensor MiB ours / package | tensor ours / package | load (ours; package) | "
+             "other cores (ours / package) | settings |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["pair"], r["n"], r["side"]): r for r in rows}
     for name in dict.fromkeys(r["pair"] for r in rows):
         pair = get_pair(name)
@@ -84,6 +89,13 @@ def markdown(rows: list[dict], meta: dict) -> str:
             t = f"{ours['median_s'] / peer['median_s']:.2f}" if both else "-"
             m = (f"{ours['peak_delta_bytes'] / peer['peak_delta_bytes']:.2f}"
                  if both and ours["peak_delta_bytes"] and peer["peak_delta_bytes"] else "-")
+            def tensor(r: dict | None) -> float | None:
+                ok = r is not None and r["status"] == "ok" and r.get("tensor_peak_bytes")
+                return r["tensor_peak_bytes"] / 2**20 if ok else None
+
+            tm = (f"{tensor(ours):.0f} / {tensor(peer):.0f}" if tensor(ours) and tensor(peer) else "-")
+            tr = f"{tensor(ours) / tensor(peer):.2f}" if tensor(ours) and tensor(peer) else "-"
+
             def load(r: dict | None) -> str:
                 mach = (r or {}).get("machine") or {}
                 before, after = mach.get("loadavg_before"), mach.get("loadavg_after")
@@ -97,8 +109,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
             knobs = ", ".join(f"{k}={v}" for k, v in pair.knobs.items())
             lines.append(f"| {name} | {n} | {ms(ours)} | {pair.peer_label} | {ms(peer)} | {t} | {mib(ours)} | "
-                         f"{mib(peer)} | {m} | {load(ours)}; {load(peer)} | {other(ours)} / {other(peer)} | "
-                         f"ours: {knobs or 'defaults'}; {pair.note} |")
+                         f"{mib(peer)} | {m} | {tm} | {tr} | {load(ours)}; {load(peer)} | "
+                         f"{other(ours)} / {other(peer)} | ours: {knobs or 'defaults'}; {pair.note} |")
     return "\n".join(lines) + "\n"
 
 

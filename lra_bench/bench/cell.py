@@ -13,7 +13,9 @@ The model and attention modes ``torch.compile`` what they time when ``trainer.co
 
 Peak memory is taken on the first step of the fresh process, relative to the memory held once the model and inputs
 exist (so it includes activations, gradients and the optimizer state the step allocates); it comes before the timed
-steps because a CPU allocator keeps freed pages resident, which would hide later steps' peaks. Timing then runs with
+steps because a CPU allocator keeps freed pages resident, which would hide later steps' peaks. In peer mode on a CPU a
+second, profiled step adds ``tensor_peak_bytes`` (``infra.memory.tensor_peak_of``): the exact peak of tensor memory
+the step allocates, which does not move with the C allocator's caching as the resident set does. Timing then runs with
 freed memory kept for reuse (``reuse_freed_memory``) so that no step pays page faults for memory the previous step
 freed. Every timed interval also counts the cores other processes used meanwhile (``infra.machine``).
 
@@ -42,7 +44,7 @@ from lra_bench.config.attention import build_attention_factory
 from lra_bench.config.plan import build_model, build_task
 from lra_bench.config.sections import container, section_dataclass
 from lra_bench.infra.machine import CoreUse
-from lra_bench.infra.memory import is_oom, peak_memory_of, release_freed_memory, reuse_freed_memory
+from lra_bench.infra.memory import is_oom, peak_memory_of, release_freed_memory, reuse_freed_memory, tensor_peak_of
 from lra_bench.infra.timing import summarize, timed_runs
 from lra_bench.train.loop import make_optimizer
 from lra_bench.train.settings import TrainerSettings
@@ -139,6 +141,12 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001
         emit(failure(e, **fields))
         return
+    if p["mode"] == "peer" and device.type == "cpu":  # the exact tensor peak of a second step, beside the RSS
+        try:
+            memory["tensor_peak_bytes"] = tensor_peak_of(step)
+        except Exception as e:  # noqa: BLE001
+            emit(failure(e, **fields))
+            return
     fields.update(memory, allocator_reuse=reuse_freed_memory() if device.type == "cpu" else False)
     use = CoreUse(threads=torch.get_num_threads())
 

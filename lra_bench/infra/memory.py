@@ -68,6 +68,34 @@ def peak_memory_of(fn: Callable[[], Any], device: torch.device) -> dict[str, int
             "peak_delta_bytes": None if peak is None or before is None else max(0, peak - before)}
 
 
+def tensor_peak_of(fn: Callable[[], Any]) -> int | None:
+    """Peak bytes of CPU tensor memory allocated while ``fn`` runs once, over what was allocated just before: the
+    profiler's allocation events (+ size on allocation, - size on free) summed in time order, their maximum. Exact
+    and the same on every run and machine with the same ops, unlike a resident set's growth (glibc's caching, trims
+    and page mapping moved a first step's RSS growth by 10 % and more between runs): the CPU counterpart of CUDA's
+    ``max_memory_allocated``. Run it on a step that allocates as every step does (not the first, which also creates
+    what later steps reuse). None when the profiler records no CPU allocation."""
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    sizes: list[tuple[int, int, int]] = []  # (start ns, order seen, signed bytes)
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.tag == _EventType.Allocation and event.extra_fields.device.type == "cpu":
+            sizes.append((event.start_time_ns, len(sizes), int(event.extra_fields.alloc_size)))
+        stack.extend(event.children)
+    if not any(size > 0 for *_, size in sizes):
+        return None
+    held = peak = 0
+    for *_, size in sorted(sizes):
+        held += size
+        peak = max(peak, held)
+    return peak
+
+
 def memory_kind(device: torch.device) -> str:
     return "cuda_max_allocated" if device.type == "cuda" else "cpu_peak_rss"
 
