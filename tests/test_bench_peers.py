@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,19 @@ def test_profile_script_lists_each_sides_operators(tmp_path):
     assert 3 <= len(rows) <= 40 and sum("`aten::" in r for r in rows) >= 3  # both sides' operators, at most 40
     assert "_scaled_dot_product" in md  # the fused kernel both sides call (among the top 40 whatever the load:
     # at N=64 a step is well under a millisecond, so the order of the top few moves with the machine's load)
+
+
+def test_the_docs_tensor_peak_table_is_the_committed_run():
+    """docs/benchmark.md's "Memory, exactly" table quotes results/speed_cpu/peers_tensor/peers.json: each pair's
+    tensor-peak ratio ours / package and both sides' MiB, at 1K and 4K."""
+    rows = json.loads((ROOT / "results" / "speed_cpu" / "peers_tensor" / "peers.json").read_text())["rows"]
+    by = {(r["pair"], r["n"], r["side"]): r["tensor_peak_bytes"] / 2**20 for r in rows}
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    table = docs[docs.index("**Memory, exactly: the tensor peak**"):docs.index("So every pair with a fast package")]
+    quoted = re.findall(r"^\| (\w+) \| ([\d.]+) \((\d+) / (\d+)\) \| ([\d.]+) \((\d+) / (\d+)\) \|", table, re.M)
+    assert len(quoted) == len({p for p, _, _ in by}) == 8
+    for pair, *cells in quoted:
+        for n, (ratio, ours, peer) in zip((1024, 4096), (cells[:3], cells[3:]), strict=True):
+            o, p = by[(pair, n, "ours")], by[(pair, n, "peer")]
+            assert (ratio, ours, peer) == (f"{o / p:.2f}", f"{o:.0f}", f"{p:.0f}"), (pair, n)
+            assert o / p <= 1.1  # issue 45's memory bar, by the exact measure
