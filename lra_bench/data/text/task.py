@@ -122,7 +122,7 @@ class TextTask(Task):
             (null = all 25,000). For shortened runs only; LRA scores use the full split.
         max_val_examples: evaluate validation on a seeded random subset of that test subset (null = all of it, as
             LRA): a run evaluates validation many times and test once, so a large test set (power) with a small
-            validation subset (cost) is the cheap design (profile=quick: the full test split, 1,000 for validation).
+            validation subset (cost) is the cheap design (profile=quick: the full test split, 2,000 for validation).
         subset_seed: seed of those subsets (independent of the training seed).
     """
 
