@@ -293,3 +293,26 @@ def test_the_sweep_rerun_figures_regenerate_from_its_records():
         ("pathfinder", "linformer", 0)]["test_acc"] == 0.5195
     assert same_commit[("pathfinder", "linformer", 0)]["git_commit"].startswith("1fc591a")
 
+
+
+def test_the_redos_quoted_listops_figures_are_its_committed_records():
+    """docs/benchmark.md ("`quick` re-sized") quotes the redone sweep's ListOps records in results/cpu/runs_next while
+    it runs: how many, the median and range of a run's wall time (minutes), and the mean and sd of the validation gain
+    over the last quarter (1,800 to 2,400 steps). Update the sentence when records are added."""
+    import re
+    import statistics
+
+    records = read_records(ROOT / "results" / "cpu" / "runs_next" / "listops")
+    minutes = [r["wall_time_s"] / 60 for r in records]
+    gains = []
+    for r in records:
+        val = {e["step"]: e["val_acc"] for e in r["evals"]}
+        gains.append(100 * (val[2400] - val[1800]))
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    text = " ".join(docs[docs.index("What a run costs now"):docs.index("between 1,800 and 2,400 steps")].split())
+    m = re.search(r"median ([\d.]+) minutes \(([\d.]+) to ([\d.]+) over .* its first (\d+) records.* gains "
+                  r"\+([\d.]+) points \(sd ([\d.]+)", text)
+    assert m, text
+    assert m.groups() == (f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}", f"{max(minutes):.1f}",
+                          str(len(records)), f"{statistics.mean(gains):.2f}", f"{statistics.stdev(gains):.2f}")
+    assert all(r["status"] == "ok" and r["profile"] == "quick" and r["test_examples"] == 10_000 for r in records)
