@@ -117,3 +117,24 @@ def test_the_docs_tensor_peak_table_is_the_committed_run():
             o, p = by[(pair, n, "ours")], by[(pair, n, "peer")]
             assert (ratio, ours, peer) == (f"{o / p:.2f}", f"{o:.0f}", f"{p:.0f}"), (pair, n)
             assert o / p <= 1.1  # issue 45's memory bar, by the exact measure
+
+
+def test_the_docs_1k_time_intervals_are_the_committed_run():
+    """docs/benchmark.md quotes flash's and reformer's 1K time ratios from results/speed_cpu/peers_idle_1k with 95 %
+    bootstrap intervals of the ratio of medians (4,000 resamples of each side's steps, Python's random seeded 0, in
+    the order flash, reformer), as its README says."""
+    import random
+    import statistics
+
+    rows = {(r["pair"], r["side"]): r["durations"]
+            for r in json.loads((ROOT / "results" / "speed_cpu" / "peers_idle_1k" / "peers.json").read_text())["rows"]}
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
+    random.seed(0)
+    for pair, label in (("flash", "flash / its SDPA reference"), ("reformer", "reformer / reformer-pytorch")):
+        ours, peer = rows[(pair, "ours")], rows[(pair, "peer")]
+        boots = sorted(statistics.median(random.choices(ours, k=len(ours)))
+                       / statistics.median(random.choices(peer, k=len(peer))) for _ in range(4000))
+        ratio = statistics.median(ours) / statistics.median(peer)
+        named = ", 95 % bootstrap interval of the ratio of medians" if pair == "flash" else ""
+        quoted = f"{label} {ratio:.2f}{named}"
+        assert f"{quoted} [{boots[100]:.2f}, {boots[3899]:.2f}]" in docs, quoted
