@@ -138,15 +138,11 @@ def main() -> None:
     fields = {"params": params, "compiled": compiled}
     try:
         memory = peak_memory_of(step, device)  # first, with the default allocator (see reuse_freed_memory)
+        if p["mode"] == "peer" and device.type == "cpu":  # the exact tensor peak of a second step, beside the RSS
+            memory["tensor_peak_bytes"] = tensor_peak_of(step)
     except Exception as e:  # noqa: BLE001
         emit(failure(e, **fields))
         return
-    if p["mode"] == "peer" and device.type == "cpu":  # the exact tensor peak of a second step, beside the RSS
-        try:
-            memory["tensor_peak_bytes"] = tensor_peak_of(step)
-        except Exception as e:  # noqa: BLE001
-            emit(failure(e, **fields))
-            return
     fields.update(memory, allocator_reuse=reuse_freed_memory() if device.type == "cpu" else False)
     use = CoreUse(threads=torch.get_num_threads())
 
