@@ -36,3 +36,27 @@ def test_visit_runs_its_stages_and_packs_one_archive(tmp_path):
         assert len(cells) == 1 and "./peers/peers.md" in names
         rows = json.load(tar.extractfile("./peers/peers.json"))["rows"]
     assert {r["status"] for r in rows} == {"ok"}
+
+
+@pytest.mark.slow
+def test_runs_stage_runs_a_file_of_runs_in_parallel_and_says_which_failed(tmp_path):
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text("# two runs and a typo\n\nattention=linear task=listops profile=smoke seed=0\n"
+                    "attention=softmax task=listops profile=smoke seed=1\n"
+                    "attention=softmax task=listops profile=smoke seed=2 trainer.no_such_key=1\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "STAGES": "runs", "RUNS_FILE": str(jobs), "RUNS_PARALLEL": "2",
+           "RUNS_ARGS": "trainer.max_steps=4 trainer.device=cpu"}
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu_visit.sh")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    summary = (out / "summary.txt").read_text()
+    assert "runs: exit 0" in summary and "runs: 2 of 3 runs finished with exit 0" in summary, summary
+    with tarfile.open(out / "visit.tgz") as tar:
+        names = tar.getnames()
+        lines = tar.extractfile("./runs.txt").read().decode().splitlines()
+        records = [json.load(tar.extractfile(n)) for n in names if n.endswith("/record.json")]
+    assert sorted(r["seed"] for r in records) == [0, 1] and {r["status"] for r in records} == {"ok"}
+    assert {r["steps"] for r in records} == {4}  # RUNS_ARGS comes after the line's own overrides
+    assert sorted(line.split(":")[0] for line in lines) == ["exit 0", "exit 0", "exit 2"]
+    assert sum(n.startswith("./logs/") and n.endswith(".log") for n in names) == 3

@@ -9,6 +9,7 @@
 #   OUT=/tmp/out bash tools/gpu_visit.sh                       # check, peers, flash: 240 + 180 + 120 s at most
 #   OUT=/tmp/out STAGES=bench bash tools/gpu_visit.sh
 #   OUT=/tmp/out STAGES=listops LISTOPS_VARIANTS="flash linformer" bash tools/gpu_visit.sh
+#   OUT=/tmp/out STAGES=runs RUNS_FILE=tools/gpu_jobs/protocols_listops_cpu.txt bash tools/gpu_visit.sh
 #
 # Stages and their settings (environment variables, defaults in brackets):
 #   check    tools/check_flex_paths.py $CHECK_ARGS [""], limit $CHECK_S [240]
@@ -18,6 +19,12 @@
 #            bench.seq_lens=[$BENCH_LENS] [1024,4096,16384] bench.modes=[model] $BENCH_ARGS [""], limit $BENCH_S [540]
 #   listops  run.py task=listops profile=paper seed=$SEED [0] for each of $LISTOPS_VARIANTS [flash], one after
 #            another, $LISTOPS_ARGS [""], limit $LISTOPS_S [540] for all of them
+#   runs     run.py once per line of $RUNS_FILE (its overrides; blank lines and '#' comments skipped), $RUNS_PARALLEL
+#            [4] at a time in the file's order (put the longest first), each with $RUNS_ARGS [""] after the line's
+#            own overrides and $RUNS_THREADS [1] CPU threads; the data is prepared once before
+#            (scripts/prepare_data.py with the first line's overrides), so that parallel runs only read the cache;
+#            records under runs/, one log per run under logs/, one line per run in runs.txt; limit $RUNS_S [540]
+#            for all of them (a run still going then is stopped like a preempted one and leaves no record)
 set -u
 : "${OUT:?set OUT to the folder that comes back (the \$OUT of the device tool)}"
 mkdir -p "$OUT"
@@ -42,6 +49,29 @@ stage() {  # stage NAME LIMIT_S COMMAND...: run under a time limit, log to $OUT/
   echo "$name: exit $rc after $((SECONDS - t0)) s (limit $limit s)$([ $rc -eq 124 ] && echo ', stopped at its limit')" >> "$summary"
 }
 
+run_one() {  # run_one LINE: run.py with the overrides of one line of $RUNS_FILE, then one line in runs.txt
+  local line=$1 log rc
+  log="$OUT/logs/$(printf '%s' "$line" | tr -c 'A-Za-z0-9._=-' '_' | cut -c1-180).log"
+  # shellcheck disable=SC2086  # the line and $RUNS_ARGS are lists of overrides
+  python3 run.py $line ${RUNS_ARGS:-} "paths.results_dir=$OUT/runs" paths.cache_dir=/tmp/lra-cache > "$log" 2>&1
+  rc=$?
+  echo "exit $rc: $line" >> "$OUT/runs.txt"
+}
+
+runs_stage() {  # the runs stage: prepare the data once, then $RUNS_PARALLEL runs at a time
+  local jobs
+  jobs=$(grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "${RUNS_FILE:?set RUNS_FILE to a file of run.py overrides}")
+  mkdir -p "$OUT/logs"
+  export OMP_NUM_THREADS=${RUNS_THREADS:-1} MKL_NUM_THREADS=${RUNS_THREADS:-1}  # parallel runs share the cores
+  # shellcheck disable=SC2086
+  python3 scripts/prepare_data.py $(printf '%s\n' "$jobs" | head -n 1) ${RUNS_ARGS:-} paths.cache_dir=/tmp/lra-cache \
+    || return
+  printf '%s\n' "$jobs" | xargs -d '\n' -P "${RUNS_PARALLEL:-4}" -n 1 bash -c 'run_one "$1"' _
+}
+
+export -f run_one runs_stage  # the stage runs them in a child shell, under timeout
+export OUT RUNS_FILE RUNS_ARGS RUNS_PARALLEL RUNS_THREADS
+
 for s in ${STAGES:-check peers flash}; do
   case $s in
     check) stage check "${CHECK_S:-240}" python3 tools/check_flex_paths.py ${CHECK_ARGS:-} ;;
@@ -59,7 +89,11 @@ for s in ${STAGES:-check peers flash}; do
         stage "listops-$v" "$left" python3 run.py "attention=$v" task=listops profile=paper "seed=${SEED:-0}" \
           task.generator.workers=16 "paths.results_dir=$OUT/runs" paths.cache_dir=/tmp/lra-cache ${LISTOPS_ARGS:-}
       done ;;
-    *) echo "unknown stage $s (check, peers, flash, bench, listops)" >> "$summary" ;;
+    runs)
+      stage runs "${RUNS_S:-540}" bash -c runs_stage
+      echo "runs: $(grep -c '^exit 0:' "$OUT/runs.txt" 2>/dev/null || echo 0) of $(grep -cv -e '^[[:space:]]*#' \
+        -e '^[[:space:]]*$' "$RUNS_FILE") runs finished with exit 0" >> "$summary" ;;
+    *) echo "unknown stage $s (check, peers, flash, bench, listops, runs)" >> "$summary" ;;
   esac
 done
 date -u +"finished %Y-%m-%dT%H:%M:%SZ" >> "$summary"
