@@ -98,6 +98,15 @@ def remove_stale(out: Path, written: list[str]) -> list[str]:
     return stale
 
 
+def curated_name(folder: Path) -> str:
+    """The NAME of ``--curated NAME`` for a curated folder: its path under results/ (e.g. cpu, gpu/protocols)."""
+    parts = folder.resolve().parts
+    if "results" not in parts:
+        return folder.name
+    last = len(parts) - 1 - parts[::-1].index("results")  # the innermost folder named results
+    return "/".join(parts[last + 1:])
+
+
 def curated_options(folder: Path) -> list[str]:
     """The report options stored in ``folder/CURATED`` (its line ``options: ...``)."""
     for line in (folder / CURATED).read_text().splitlines():
@@ -148,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path("results") / args.curated
         if not (folder / CURATED).is_file():
             ap.error(f"{folder} is not a curated results folder (no {folder / CURATED}); the curated sets are: "
-                     + ", ".join(sorted(p.parent.name for p in Path("results").glob(f"*/{CURATED}"))))
+                     + ", ".join(sorted(p.parent.relative_to("results").as_posix()
+                                        for p in Path("results").rglob(CURATED))))
         if args.runs_dir or args.bench_dir:
             ap.error("--curated reads only the committed results/NAME/runs and results/NAME/bench")
         args = ap.parse_args([*curated_options(folder), *given])  # the stored options, then what was given
@@ -162,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, key, getattr(args, key) or Path(os.environ.get(env) or default))
         args.out = args.out or DEFAULT_OUT
         if (args.out / CURATED).exists():
-            ap.error(f"{args.out} holds curated results ({args.out / CURATED}); regenerate them with "
-                     f"`python scripts/report.py --curated {args.out.name}`, or write elsewhere with --out DIR")
+            ap.error(f"{args.out} holds curated results ({args.out / CURATED}); regenerate them with `python "
+                     f"scripts/report.py --curated {curated_name(args.out)}`, or write elsewhere with --out DIR")
         command = " ".join(["python scripts/report.py", *(shlex.quote(str(a)) for a in given)])
     if args.size == "popularity":
         try:

@@ -18,18 +18,19 @@ from lra_bench.stats.paired import lower_bound
 from lra_bench.store.records import read_records
 from tests.conftest import ROOT
 
-CURATED = sorted(p.parent for p in (ROOT / "results").glob("*/CURATED")  # the report's curated sets (a study
+CURATED = sorted(p.parent for p in (ROOT / "results").rglob("CURATED")  # the report's curated sets (a study
                  if "scripts/report.py --curated" in p.read_text())  # folder made by a tool has its own test)
+NAMES = [p.relative_to(ROOT / "results").as_posix() for p in CURATED]  # --curated NAME: cpu, gpu/protocols, ...
 TEXT_OUTPUTS = ("table1.md", "table1.csv", "bubble.csv", "table2_model.md", "table2_model.csv", "table1_mlm.md",
                 "table1_matched.md", "protocols.md", "protocols.csv", "protocols_spread.csv")  # those present
 
 
-@pytest.mark.parametrize("folder", CURATED, ids=[p.name for p in CURATED])
+@pytest.mark.parametrize("folder", CURATED, ids=NAMES)
 def test_curated_tables_regenerate_exactly_from_committed_records(folder, tmp_path, report_script):
     assert list((folder / "runs").rglob("record.json")), f"{folder}/runs holds no committed record"
     if "\n# bench/: none" not in (folder / "CURATED").read_text():  # a set that says why it measured no speed
         assert list((folder / "bench").rglob("*.json")), f"{folder}/bench holds no committed benchmark cell"
-    done = report_script("--curated", folder.name, "--out", tmp_path)
+    done = report_script("--curated", folder.relative_to(ROOT / "results").as_posix(), "--out", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     compared = 0
     for name in TEXT_OUTPUTS:
@@ -53,6 +54,14 @@ def test_a_casual_report_never_overwrites_curated_results(tmp_path, report_scrip
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "results" / "report" / "REPORT.md").exists(), "the default output is results/report/"
     assert "into results/report" in done.stdout
+
+
+def test_a_nested_curated_set_is_refused_to_a_casual_run_and_named_by_its_path(tmp_path, report_script):
+    folder = ROOT / "results" / "gpu" / "protocols"
+    done = report_script("--out", folder)
+    assert done.returncode == 2 and "--curated gpu/protocols`" in done.stderr, done.stderr[-1000:]
+    done = report_script("--curated", "gpu/nothing_here")
+    assert done.returncode == 2 and "gpu/protocols" in done.stderr and "cpu_protocols" in done.stderr
 
 
 def _cell(records, where):
@@ -233,19 +242,38 @@ def test_the_s4d_legs_figures_the_docs_quote_regenerate_from_their_records():
 
 
 
-def test_the_protocol_figures_the_docs_quote_regenerate_from_their_records():
-    """docs/protocols.md's measured section (issue 44): every row of the protocol-effect table of the committed
-    records -- the means with their seed counts, pretrained - scratch and pretrained - control with their intervals
-    (or the point difference and why there is none) -- is quoted there as the records give it, and the runs it reads
-    are those the CURATED file names (commit 55eaccf for the pretrained runs and the controls)."""
-    from lra_bench.reports.protocols import _difference, _mean, protocol_effects
-
-    docs = " ".join((ROOT / "docs" / "protocols.md").read_text().split())
-    runs_dir = ROOT / "results" / "cpu_protocols" / "runs"
-    for r in read_records(runs_dir):
+def _made_at_55eaccf(records):
+    """results/cpu_protocols: the pretrained runs, the controls and linear attention's runs at commit 55eaccf."""
+    for r in records:
         long = r["config"]["trainer"]["max_steps"] in (6000, 8000)
         if r.get("protocol") == "mlm" or long or r["attention"] == "linear":
             assert r["git_commit"].startswith("55eaccf") and r["status"] == "ok", r["run_id"]
+
+
+def _made_on_the_gpu_machine(records):
+    """results/gpu/protocols: 36 runs, 4 variants x seeds 0-2 x 3 protocols, all on the H200 at one code version (the
+    records say 32aefde-dirty: the device's .git stayed at the session's first commit, CURATED explains)."""
+    keys = {(r["attention"], r["seed"], r.get("protocol"), r["config"]["trainer"]["max_steps"]) for r in records}
+    assert len(records) == len(keys) == 36, sorted(keys)
+    assert {k[0] for k in keys} == {"softmax", "linear", "s4d", "lru"} and {k[1] for k in keys} == {0, 1, 2}
+    for r in records:
+        assert r["status"] == "ok" and r["device"] == "NVIDIA H200", r["run_id"]
+        assert r["git_commit"] == "32aefde0f1da741068c208b0a073fff2494cbab5-dirty", r["run_id"]
+        assert r["config"]["trainer"]["precision"] == "fp32" and r["compiled"] is False, r["run_id"]
+
+
+@pytest.mark.parametrize(("folder", "provenance"), [("cpu_protocols", _made_at_55eaccf),
+                                                    ("gpu/protocols", _made_on_the_gpu_machine)])
+def test_the_protocol_figures_the_docs_quote_regenerate_from_their_records(folder, provenance):
+    """docs/protocols.md's measured section (issue 44): every row of the protocol-effect table of each committed set
+    -- the means with their seed counts, pretrained - scratch and pretrained - control with their intervals (or the
+    point difference and why there is none) -- is quoted there as the records give it, and the runs are those the
+    set's CURATED file names."""
+    from lra_bench.reports.protocols import _difference, _mean, protocol_effects
+
+    docs = " ".join((ROOT / "docs" / "protocols.md").read_text().split())
+    runs_dir = ROOT / "results" / folder / "runs"
+    provenance(read_records(runs_dir))
     effects = protocol_effects(load_runs(runs_dir), "cpu")
     assert len(effects), "no pretrained record: nothing for the docs to quote"
     for row in effects.itertuples():
@@ -256,6 +284,42 @@ def test_the_protocol_figures_the_docs_quote_regenerate_from_their_records():
                               row.vs_control_method)]
         for figure in filter(None, quoted):
             assert figure in docs, f"docs/protocols.md does not quote {figure!r} ({row.task} {row.attention})"
+
+
+def test_the_protocol_sets_device_pairs_and_masked_token_figures_are_their_records():
+    """docs/protocols.md: GPU minus CPU test accuracy over the configurations both protocol sets hold (same variant,
+    seed, protocol and steps), and the range of the GPU set's final masked-token validation loss and accuracy."""
+    docs = " ".join((ROOT / "docs" / "protocols.md").read_text().split())
+
+    def by_key(folder):
+        return {(r["attention"], r["seed"], r.get("protocol") or "scratch", r["config"]["trainer"]["max_steps"]): r
+                for r in read_records(ROOT / "results" / folder / "runs")}
+
+    gpu, cpu = by_key("gpu/protocols"), by_key("cpu_protocols")
+    diffs = [round(100 * (gpu[k]["test_acc"] - cpu[k]["test_acc"]), 1) for k in sorted(set(gpu) & set(cpu))]
+    mean = sum(diffs) / len(diffs)
+    assert f"({len(diffs)} pairs:" in docs
+    assert f"from {min(diffs):.1f} to {max(diffs):+.1f} points, mean {mean:.2f}" in docs
+    pre = [r["pretraining"] for r in gpu.values() if r.get("protocol") == "mlm"]
+    loss = [p["val_loss"] for p in pre]
+    acc = [100 * p["val_acc"] for p in pre]
+    assert f"{min(loss):.2f}-{max(loss):.2f} nats" in docs and f"{min(acc):.1f}-{max(acc):.1f} %" in docs
+
+
+def test_the_gpu_visits_quoted_in_the_playbook_are_their_summaries():
+    """docs/gpu_playbook.md: how long each of the three visits' runs stages took, as their summaries say."""
+    visits = ROOT / "results" / "gpu" / "protocols" / "visits"
+    took = []
+    for n in (1, 2, 3):
+        summary = (visits / f"visit{n}-summary.txt").read_text()
+        seconds = re.search(r"^runs: exit \d+ after (\d+) s", summary, re.M).group(1)
+        done = re.search(r"^runs: (\d+) of (\d+) runs finished with exit 0", summary, re.M).groups()
+        took.append((int(seconds), *map(int, done)))
+    assert took == [(450, 22, 36), (73, 8, 8), (79, 6, 6)]
+    assert sum(t[1] for t in took) == 36 == len(read_records(visits.parent / "runs"))
+    playbook = " ".join((ROOT / "docs" / "gpu_playbook.md").read_text().split())
+    assert "took 450 s for 22 of the 36" in playbook
+    assert "time 73 s, 6 pretrained or 6,000-step runs at a time 79 s" in playbook
 
 
 def test_the_sweep_rerun_figures_regenerate_from_its_records():

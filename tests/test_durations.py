@@ -33,6 +33,14 @@ NOT_MEASURED = [
     ("docs/gpu_playbook.md", "(est. 15-45 s per cell", "plan: an estimate for planning a visit, named 'est.'"),
     ("docs/gpu_playbook.md", "runs that finish inside 10 minutes", "limit: the GPU machine's per-command limit"),
     ("docs/gpu_playbook.md", "est. 6-8 min", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "first 90 s of the `check` stage",
+     "limit: visit 1's CHECK_S (results/gpu/protocols/visits)"),
+    ("docs/gpu_playbook.md", "took 450 s for 22 of the 36", "measured: results/gpu/protocols/visits/visit1-summary.txt "
+     "(tests/test_curated_results.py checks it)"),
+    ("docs/gpu_playbook.md", "time 73 s, 6 pretrained or 6,000-step runs at a time 79 s",
+     "measured: results/gpu/protocols/visits/visit2-, visit3-summary.txt (tests/test_curated_results.py checks them)"),
+    ("docs/gpu_playbook.md", "est. 7 min", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "for 30 s after a command", "limit: the device tool's warm window (its README)"),
     ("docs/benchmark.md", "(2.2 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
     ("docs/benchmark.md", "took 90.5 min, 0.84", "measured: results/rerun_41/timing.json, the sweep's own wall time "
      "(test_curated_results checks it)"),
@@ -43,6 +51,7 @@ NOT_MEASURED = [
     ("docs/tasks.md", "took 49.7 s with the former serial generator and 21.7 s / 14.1 s",
      "tool: a one-off generator timing ('one measurement'), named as such"),
     ("docs/protocols.md", "est. 30-45 min", "plan: the protocol queue's remaining image runs, named 'est.'"),
+    ("docs/protocols.md", "est. 16 hours", "plan: the 27 image runs left, 27 x est. 30-45 min, named 'est.'"),
     ("docs/records.md", "(1, 5, 15 min)", "setting: the load averages' windows, a field's description"),
     ("docs/benchmark.md", "93.2 s per step against 203 MiB and 15.1 s with",
      "tool: tools/bench_flash.py at N=4096, a one-off measurement named as such"),
