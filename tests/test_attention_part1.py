@@ -95,6 +95,42 @@ def test_reformer_one_bucket_equals_shared_qk_softmax(n_hashes):
     torch.testing.assert_close(got[mask], want[mask], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(("chunk_len", "n_buckets"), [(4, 8), (5, 4), (64, 8)])  # 10 chunks, 8 chunks, one chunk
+def test_reformer_equals_a_naive_reference_of_its_chunks(chunk_len, n_buckets):
+    """Each hashing round as the paper states it, one query at a time: sort by (bucket, position), cut into chunks,
+    attend to the own chunk and the previous one (chunk 0 to the last), self only as a last resort, padded keys never;
+    then the rounds weighted by their logsumexp. The same buckets (the layer's fixed eval rotations)."""
+    layer = build("reformer", chunk_len=chunk_len, n_buckets=n_buckets, n_hashes=2)
+    x, mask = torch.randn(3, N, DIM), masks()
+    with torch.no_grad():
+        q, v = rearrange(layer.qv(x), "b n (two h d) -> two b h n d", two=2, h=HEADS)  # each (B, H, N, D)
+        c = min(chunk_len, N)
+        npad = math.ceil(N / c) * c
+        qp, vp = F.pad(q, (0, 0, 0, npad - N)), F.pad(v, (0, 0, 0, npad - N))  # (B, H, Np, D)
+        real = F.pad(mask, (0, npad - N), value=False)  # (B, Np)
+        ids = layer.buckets(qp, real)  # (B, H, R, Np)
+        k = F.normalize(qp, dim=-1)
+        outs = torch.zeros(3, HEADS, 2, npad, layer.head_dim)
+        lses = torch.full((3, HEADS, 2, npad), -math.inf)
+        for b in range(3):
+            for h in range(HEADS):
+                for r in range(2):
+                    order = sorted(range(npad), key=lambda i: (int(ids[b, h, r, i]), i))
+                    chunks = [order[j:j + c] for j in range(0, npad, c)]
+                    for j, chunk in enumerate(chunks):
+                        keys = chunk + (chunks[j - 1] if len(chunks) > 1 else [])
+                        for i in chunk:
+                            s = torch.stack([qp[b, h, i] @ k[b, h, t] for t in keys]) / math.sqrt(layer.head_dim)
+                            s = torch.where(torch.tensor([t == i for t in keys]), torch.tensor(-1e5), s)
+                            s = s.masked_fill(~real[b, keys], torch.finfo(s.dtype).min)
+                            lses[b, h, r, i] = s.logsumexp(0)
+                            outs[b, h, r, i] = s.softmax(0) @ vp[b, h, keys]
+        y = (lses.softmax(dim=2)[..., None] * outs).sum(dim=2)[:, :, :N]  # (B, H, N, D)
+        want = layer.out(rearrange(y, "b h n d -> b n (h d)"))
+        got = layer(x, mask)
+    torch.testing.assert_close(got[mask], want[mask], rtol=1e-4, atol=1e-5)
+
+
 def test_reformer_lone_token_attends_to_itself():
     layer = build("reformer", chunk_len=4, n_buckets=4)
     x = torch.randn(1, 12, DIM)
