@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -60,3 +61,10 @@ def test_runs_stage_runs_a_file_of_runs_in_parallel_and_says_which_failed(tmp_pa
     assert {r["steps"] for r in records} == {4}  # RUNS_ARGS comes after the line's own overrides
     assert sorted(line.split(":")[0] for line in lines) == ["exit 0", "exit 0", "exit 2"]
     assert sum(n.startswith("./logs/") and n.endswith(".log") for n in names) == 3
+
+    jobs.write_text("attention=softmax task=listops profile=smoke seed=0 trainer.no_such_key=1\n")  # fails to prepare
+    shutil.rmtree(out)
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu_visit.sh")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    summary = (out / "summary.txt").read_text()
+    assert proc.returncode == 0 and "runs: 0 of 1 runs finished with exit 0" in summary, summary

@@ -91,8 +91,9 @@ for s in ${STAGES:-check peers flash}; do
       done ;;
     runs)
       stage runs "${RUNS_S:-540}" bash -c runs_stage
-      echo "runs: $(grep -c '^exit 0:' "$OUT/runs.txt" 2>/dev/null || echo 0) of $(grep -cv -e '^[[:space:]]*#' \
-        -e '^[[:space:]]*$' "$RUNS_FILE") runs finished with exit 0" >> "$summary" ;;
+      ok=$(grep -c '^exit 0:' "$OUT/runs.txt" 2>/dev/null)  # nothing when no run got as far as runs.txt
+      echo "runs: ${ok:-0} of $(grep -cv -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$RUNS_FILE") runs finished with" \
+        "exit 0" >> "$summary" ;;
     *) echo "unknown stage $s (check, peers, flash, bench, listops, runs)" >> "$summary" ;;
   esac
 done
