@@ -320,6 +320,20 @@ def test_the_gpu_visits_quoted_in_the_playbook_are_their_summaries():
     playbook = " ".join((ROOT / "docs" / "gpu_playbook.md").read_text().split())
     assert "took 450 s for 22 of the 36" in playbook
     assert "time 73 s, 6 pretrained or 6,000-step runs at a time 79 s" in playbook
+    runs = {(r["attention"], r["seed"], r.get("protocol") or "scratch", r["config"]["trainer"]["max_steps"]): r
+            for r in read_records(visits.parent / "runs")}
+
+    def run_of(line):  # "exit 0: attention=lru task=listops profile=cpu seed=2 pretrain=mlm" -> its record
+        o = dict(item.split("=", 1) for item in line.split(": ", 1)[1].split())
+        steps = int(o.get("trainer.max_steps", 3000))
+        return runs[(o["attention"], int(o["seed"]), o.get("pretrain", "scratch"), steps)]
+
+    steps = {n: sum(run_of(line)["steps"] + (run_of(line).get("pretraining") or {}).get("steps", 0)
+                    for line in (visits / f"visit{n}-runs.txt").read_text().splitlines())
+             for n in (2, 3)}  # visit 2: 8 scratch runs of 3,000 steps; visit 3: 6 runs of 6,000 in all
+    assert steps == {2: 24000, 3: 36000}
+    low, high = steps[2] / took[1][0], steps[3] / took[2][0]
+    assert f"the {low:.0f}-{high:.0f} steps/s measured over all parallel runs" in playbook
 
 
 def test_the_sweep_rerun_figures_regenerate_from_its_records():

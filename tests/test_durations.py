@@ -40,6 +40,7 @@ NOT_MEASURED = [
     ("docs/gpu_playbook.md", "time 73 s, 6 pretrained or 6,000-step runs at a time 79 s",
      "measured: results/gpu/protocols/visits/visit2-, visit3-summary.txt (tests/test_curated_results.py checks them)"),
     ("docs/gpu_playbook.md", "est. 7 min", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "two commands of est. 5-6 min", "plan: an estimate for planning a visit, named 'est.'"),
     ("docs/gpu_playbook.md", "for 30 s after a command", "limit: the device tool's warm window (its README)"),
     ("docs/benchmark.md", "(2.2 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
     ("docs/benchmark.md", "took 90.5 min, 0.84", "measured: results/rerun_41/timing.json, the sweep's own wall time "
