@@ -389,8 +389,12 @@ def test_the_redos_quoted_listops_figures_are_its_committed_records():
     docs = (ROOT / "docs" / "benchmark.md").read_text()
     text = " ".join(docs[docs.index("What a run costs now"):docs.index("between 1,800 and 2,400 steps")].split())
     m = re.search(r"median ([\d.]+) minutes \(([\d.]+) to ([\d.]+) over .* its first (\d+) records.* gains "
-                  r"\+([\d.]+) points \(sd ([\d.]+)", text)
+                  r"\+([\d.]+) points \(sd ([\d.]+) over the runs; 95 % interval of the mean "
+                  r"\[\+([\d.]+), \+([\d.]+)\]\)", text)
     assert m, text
+    half = stats.t.ppf(0.975, len(gains) - 1) * statistics.stdev(gains) / len(gains) ** 0.5
+    mean = statistics.mean(gains)
     assert m.groups() == (f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}", f"{max(minutes):.1f}",
-                          str(len(records)), f"{statistics.mean(gains):.2f}", f"{statistics.stdev(gains):.2f}")
+                          str(len(records)), f"{mean:.2f}", f"{statistics.stdev(gains):.2f}", f"{mean - half:.2f}",
+                          f"{mean + half:.2f}")
     assert all(r["status"] == "ok" and r["profile"] == "quick" and r["test_examples"] == 10_000 for r in records)
