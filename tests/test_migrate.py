@@ -89,7 +89,7 @@ def test_every_committed_experiment_composes_to_its_records_hash(tmp_path):
         config = record["config"]
         pretrain = (config.get("pretrain") or {}).get("name", "none")  # issue 44: the protocol's group
         key = (path.relative_to(ROOT / "results").parts[:2], record["task"], record["attention"], pretrain,
-               config["trainer"]["max_steps"])
+               config["trainer"]["max_steps"], config["model"].get("block"), config["model"].get("depth"))
         if key in seen:
             continue
         seen.add(key)
@@ -99,10 +99,13 @@ def test_every_committed_experiment_composes_to_its_records_hash(tmp_path):
         composed = OmegaConf.to_container(compose_run(overrides, tmp_path), resolve=True)
         for section, values in (("attention", config["attention"]), ("task", config["task"]),
                                 ("task.generator", config["task"].get("generator") or {}),
-                                ("trainer", config["trainer"])):  # a compute-matched control's steps
+                                ("trainer", config["trainer"]),  # a compute-matched control's steps
+                                ("model", config["model"])):  # a probe's depth, the s4 block's own sizes
             now = composed["task"].get("generator") or {} if section == "task.generator" else composed[section]
             overrides += [f"{section}.{k}={json.dumps(v)}" for k, v in values.items()
                           if not isinstance(v, dict) and now.get(k) != v]
+        overrides += [f"~model.{k}" for k in composed["model"]  # e.g. model=ssm at quick drops the encoder's sizes
+                      if k not in config["model"] and ("model", k) not in NEUTRAL_DEFAULTS]
         # a knob added since the record was made, which today's profile sets (quick's task.max_val_examples): the
         # record ran with its neutral value (records.NEUTRAL_DEFAULTS), which is what the record's hash leaves out
         overrides += [f"{section}.{k}={json.dumps(neutral)}" for (section, k), neutral in NEUTRAL_DEFAULTS.items()
