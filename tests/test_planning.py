@@ -3,6 +3,7 @@ the power plan (``scripts/plan.py --power``): seeds and test examples for a targ
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -210,3 +211,27 @@ def test_the_quick_design_table_in_the_docs_is_the_plan_scripts(tmp_path):
         assert before == f"{cur.seeds} x {cur.test_examples:,}" and gap == f"{cur.detectable_gap:.2f}"
         assert now == f"{given.seeds} x {given.test_examples:,}" and projected == f"{given.detectable_gap:.2f}"
         assert three == f"{cheapest.seeds} seeds x {cheapest.test_examples:,}"
+
+
+def test_the_redos_measured_listops_gaps_in_the_docs_are_the_plan_scripts(tmp_path):
+    """docs/benchmark.md: the redo's own ListOps records give the detectable gap quoted for 4 seeds (seeds 0-3) and
+    for the 6 the sweep now runs, with the seed sd of the first."""
+    import shutil
+
+    runs = ROOT / "results" / "cpu" / "runs_next" / "listops"
+    four = tmp_path / "four" / "listops"
+    for record in runs.rglob("record.json"):
+        if json.loads(record.read_text())["seed"] <= 3:
+            (four / record.parent.relative_to(runs)).mkdir(parents=True)
+            shutil.copy(record, four / record.relative_to(runs))
+    figures = {}
+    for name, folder in (("four", four.parent), ("six", runs.parent)):
+        out = tmp_path / f"{name}.md"
+        assert _plan_module().main(["--power", "3", "--runs-dir", str(folder), "--out", str(out)]) == 0
+        plan = pd.read_csv(out.with_suffix(".csv"))
+        figures[name] = plan[(plan.task == "listops") & (plan.design == "current")].iloc[0]
+    assert (figures["four"].seeds, figures["six"].seeds) == (4, 6)
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
+    assert f"the seed sd is {figures['four'].seed_sd:.2f} points" in docs
+    assert f"the detectable gap of 4 seeds x 10,000 is {figures['four'].detectable_gap:.2f}" in docs
+    assert f"6 x 10,000 (150 records) detects {figures['six'].detectable_gap:.2f} points" in docs
