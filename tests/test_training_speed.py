@@ -103,3 +103,28 @@ def test_train_vs_bench_writes_both_sides_and_their_ratio(tmp_path):
     ratio = result["summary"]["softmax"]["ratios"][0]
     assert ratio == pytest.approx(trained["step_s"] / cell["step_s"])
     assert result["command"].startswith("python tools/train_vs_bench.py --attentions softmax")
+
+
+def test_train_vs_bench_gives_an_interval_of_the_ratio_from_two_rounds(monkeypatch):
+    """The summary's interval is the geometric mean of the rounds' ratios with a 95 % t interval on their logs and a
+    one-sided 95 % upper bound (the bar "<= 1.1x" is shown by that bound); one round has no interval."""
+    import importlib.util
+    import math
+
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    spec = importlib.util.spec_from_file_location("train_vs_bench", ROOT / "tools" / "train_vs_bench.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.ratio_interval([1.05]) == {}
+    ratios = [0.9, 1.0, 1.1, 1.05, 0.95]
+    got = tool.ratio_interval(ratios)
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / 5
+    se = math.sqrt(sum((x - mean) ** 2 for x in logs) / 4 / 5)
+    assert got["geomean_ratio"] == pytest.approx(math.exp(mean))
+    assert got["ci95"] == pytest.approx([math.exp(mean - 2.7764451 * se), math.exp(mean + 2.7764451 * se)])
+    assert got["upper95"] == pytest.approx(math.exp(mean + 2.1318468 * se))  # t_{0.95, 4}
+    rows = [{"attention": "local", "round": r, "side": side, "step_s": s}
+            for r, pair in enumerate([(2.0, 2.2), (2.0, 2.0)]) for side, s in zip(("cell", "run.py"), pair, strict=True)]
+    summary = tool.summarize(rows)["local"]
+    assert summary["ratios"] == pytest.approx([1.1, 1.0]) and summary["upper95"] > summary["ci95"][0]

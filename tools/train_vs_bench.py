@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -29,9 +30,11 @@ from pathlib import Path
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: tools/_repo.py)
 from hydra import compose, initialize_config_dir
+from scipy import stats
 
 from lra_bench.bench.isolated import run_isolated
 from lra_bench.config.sections import CONFIG_DIR, container
+from lra_bench.stats.intervals import t_interval
 from lra_bench.store.files import write_json_atomic
 from lra_bench.store.records import RECORD_NAME, git_commit, read_record
 
@@ -102,7 +105,9 @@ def main() -> None:
 
 
 def summarize(rows: list[dict]) -> dict[str, dict]:
-    """Per attention: run.py's step over the cell's, one ratio per round with both sides measured, and their median."""
+    """Per attention: run.py's step over the cell's, one ratio per round with both sides measured, their median and,
+    from 2 rounds on, their geometric mean with its 95 % t interval and one-sided 95 % upper bound (on the log ratios,
+    rounds as independent pairs: the bar "run.py <= 1.1x the cell" is shown when the upper bound is at most 1.1)."""
     summary = {}
     for attention in dict.fromkeys(x["attention"] for x in rows):
         ratios = []
@@ -111,8 +116,18 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
             if len(sides) == 2:
                 ratios.append(sides["run.py"] / sides["cell"])
         if ratios:
-            summary[attention] = {"ratios": ratios, "median_ratio": statistics.median(ratios)}
+            summary[attention] = {"ratios": ratios, "median_ratio": statistics.median(ratios), **ratio_interval(ratios)}
     return summary
+
+
+def ratio_interval(ratios: list[float]) -> dict[str, float]:
+    """Geometric mean of the ratios, its two-sided 95 % t interval and one-sided 95 % upper bound (none below 2)."""
+    if len(ratios) < 2:
+        return {}
+    logs = [math.log(r) for r in ratios]
+    mean, low, high, se = t_interval(logs)
+    upper = mean + float(stats.t.ppf(0.95, len(logs) - 1)) * se
+    return {"geomean_ratio": math.exp(mean), "ci95": [math.exp(low), math.exp(high)], "upper95": math.exp(upper)}
 
 
 def write(args: argparse.Namespace, rows: list[dict]) -> None:
