@@ -124,7 +124,8 @@ def test_train_vs_bench_gives_an_interval_of_the_ratio_from_two_rounds(monkeypat
     assert got["geomean_ratio"] == pytest.approx(math.exp(mean))
     assert got["ci95"] == pytest.approx([math.exp(mean - 2.7764451 * se), math.exp(mean + 2.7764451 * se)])
     assert got["upper95"] == pytest.approx(math.exp(mean + 2.1318468 * se))  # t_{0.95, 4}
+    steps = [(2.0, 2.2), (2.0, 2.0)]  # (cell, run.py) per round
     rows = [{"attention": "local", "round": r, "side": side, "step_s": s}
-            for r, pair in enumerate([(2.0, 2.2), (2.0, 2.0)]) for side, s in zip(("cell", "run.py"), pair, strict=True)]
+            for r, pair in enumerate(steps) for side, s in zip(("cell", "run.py"), pair, strict=True)]
     summary = tool.summarize(rows)["local"]
     assert summary["ratios"] == pytest.approx([1.1, 1.0]) and summary["upper95"] > summary["ci95"][0]
