@@ -99,6 +99,8 @@ class ReformerAttention(TokenMixer):
         b_, h_, n, d = q.shape
         c = min(self.chunk_len, n)
         real = pad_dim(real_keys(mask, b_, n, q.device), c, dim=1, value=False)  # (B, Np)
+        padded = not all_valid(real)  # without padding no key mask is built at all
+        q = q * d**-0.5  # scaled once, before the rounds' copies: hashes and unit-length keys ignore a positive scale
         q, v = pad_dim(q, c, dim=2), pad_dim(v, c, dim=2)  # (B, H, Np, D)
         npad = q.shape[2]
         pos = torch.arange(npad, device=q.device)
@@ -109,20 +111,21 @@ class ReformerAttention(TokenMixer):
         gather = order[..., None].expand(-1, -1, -1, -1, d)  # (B, H, R, Np, D)
         sq = q[:, :, None].expand(-1, -1, self.n_hashes, -1, -1).gather(3, gather)  # (B, H, R, Np, D)
         sv = v[:, :, None].expand(-1, -1, self.n_hashes, -1, -1).gather(3, gather)  # (B, H, R, Np, D)
-        sreal = real[:, None, None, :].expand(-1, h_, self.n_hashes, -1).gather(3, order)  # (B, H, R, Np)
         sk = F.normalize(sq, dim=-1)  # shared QK: unit-length keys
         sq, sk, sv = (rearrange(t, "b h r (nc c) d -> b h r nc c d", c=c) for t in (sq, sk, sv))
-        spos, sreal = (rearrange(t, "b h r (nc c) -> b h r nc c", c=c) for t in (order, sreal))
+        keyed = [sk, sv, rearrange(order, "b h r (nc c) -> b h r nc c", c=c)]  # + the keys' realness when padded
+        if padded:
+            sreal = real[:, None, None, :].expand(-1, h_, self.n_hashes, -1).gather(3, order)  # (B, H, R, Np)
+            keyed.append(rearrange(sreal, "b h r (nc c) -> b h r nc c", c=c))
+        spos = keyed[2]
         if sq.shape[3] > 1:  # attend to own chunk and the previous one (chunk 0 looks back to the last chunk)
-            sk, sv, kpos, kreal = (torch.cat([t, t.roll(1, dims=3)], dim=4) for t in (sk, sv, spos, sreal))
-        else:
-            kpos, kreal = spos, sreal
-        # sk, sv: (B, H, R, nc, c or 2c, D); kpos, kreal: (B, H, R, nc, c or 2c)
-        scores = (sq / math.sqrt(d)) @ sk.transpose(-2, -1)  # (B, H, R, nc, c, 2c), scaled on the small side
+            keyed = [torch.cat([t, t.roll(1, dims=3)], dim=4) for t in keyed]
+        sk, sv, kpos = keyed[:3]  # sk, sv: (B, H, R, nc, c or 2c, D); kpos: (B, H, R, nc, c or 2c)
+        scores = sq @ sk.transpose(-2, -1)  # (B, H, R, nc, c, 2c); q was scaled by 1/sqrt(D) above
         self_score = max(SELF_SCORE, torch.finfo(scores.dtype).min / 2)  # stays finite in fp16
         scores.masked_fill_(spos[..., :, None] == kpos[..., None, :], self_score)  # in place: a fresh product
-        if not all_valid(real):  # padding: padded keys removed (no mask at all without padding)
-            scores.masked_fill_(~kreal[..., None, :], torch.finfo(scores.dtype).min)
+        if padded:  # padded keys removed
+            scores.masked_fill_(~keyed[3][..., None, :], torch.finfo(scores.dtype).min)
         lse = scores.logsumexp(dim=-1, keepdim=True)  # (B, H, R, nc, c, 1)
         probs = self.attn_drop((scores - lse).exp())
         out = rearrange(probs @ sv, "b h r nc c d -> b h r (nc c) d")  # (B, H, R, Np, D) in sorted order
