@@ -138,3 +138,28 @@ def test_the_docs_1k_time_intervals_are_the_committed_run():
         named = ", 95 % bootstrap interval of the ratio of medians" if pair == "flash" else ""
         quoted = f"{label} {ratio:.2f}{named}"
         assert f"{quoted} [{boots[100]:.2f}, {boots[3899]:.2f}]" in docs, quoted
+
+
+def test_the_docs_30_step_intervals_of_linformer_and_reformer_are_the_committed_runs():
+    """docs/benchmark.md's "with 30 steps per side" paragraph: the ratios of medians and their 95 % bootstrap
+    intervals (4,000 resamples of each side's steps, Python's random seeded 0 per folder, lengths in order) from
+    results/speed_cpu/peers_idle_30steps_linformer, peers_idle_30steps_reformer and (after cd2c03c) _reformer_after."""
+    import random
+    import statistics
+
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
+    runs = (("peers_idle_30steps_linformer", "linformer", {1024: "linformer / its package at 1K ", 4096: "and at 4K "}),
+            ("peers_idle_30steps_reformer", "reformer", {1024: "Reformer / reformer-pytorch at 1K "}),
+            ("peers_idle_30steps_reformer_after", "reformer", {1024: "still reads **"}))
+    for folder, pair, quotes in runs:
+        result = json.loads((ROOT / "results" / "speed_cpu" / folder / "peers.json").read_text())
+        rows = {(r["n"], r["side"]): r for r in result["rows"]}
+        random.seed(0)
+        for n, label in quotes.items():
+            ours, peer = rows[(n, "ours")]["durations"], rows[(n, "peer")]["durations"]
+            assert len(ours) == len(peer) == 30 and rows[(n, "ours")]["pair"] == pair
+            assert max(rows[(n, side)]["machine"]["other_cores"] for side in ("ours", "peer")) < 0.05  # idle
+            boots = sorted(statistics.median(random.choices(ours, k=30)) / statistics.median(random.choices(peer, k=30))
+                           for _ in range(4000))
+            ratio = statistics.median(ours) / statistics.median(peer)
+            assert f"{label}{ratio:.2f} [{boots[100]:.2f}, {boots[3899]:.2f}]" in docs, (folder, n)
