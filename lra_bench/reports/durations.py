@@ -7,7 +7,8 @@ that is neither marked nor listed there as a setting, a limit or a tool's own me
 ``python tools/durations.py`` prints every figure with the records and the machine behind it.
 
 Wall time is the record's ``wall_time_s``: from the start of ``run()`` to the record written (the job's Python
-start-up and imports, a few seconds, are not in it).
+start-up and imports, a few seconds, are not in it); for a run that resumed from a checkpoint, whose ``wall_time_s``
+counts only its last process, its phases summed over every process (``store.records.run_wall_seconds``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lra_bench.reports.efficiency import load_cells
-from lra_bench.store.records import read_records
+from lra_bench.store.records import read_records, run_wall_seconds
 
 # The curated folders whose records the docs quote, and what each holds.
 SOURCES = {
@@ -55,7 +56,7 @@ def human(seconds: float) -> str:
 
 
 def _walls(records: Iterable[dict]) -> list[float]:
-    return [float(r["wall_time_s"]) for r in records if r.get("wall_time_s") is not None]
+    return [w for w in map(run_wall_seconds, records) if w is not None]
 
 
 def _steps(record: dict) -> int | None:
@@ -71,7 +72,7 @@ def _figure(records: list[dict], seconds: float, how: str) -> Figure:
 def figures_of(name: str, records: list[dict]) -> dict[str, Figure]:
     """The named figures of one source's ok records (``name``: a key of ``SOURCES``): of all runs, per task, per task
     and mixer, per task and protocol (other than from scratch) and per task and step budget."""
-    ok = [r for r in records if r.get("status") == "ok" and r.get("wall_time_s") is not None]
+    ok = [r for r in records if r.get("status") == "ok" and run_wall_seconds(r) is not None]
     out: dict[str, Figure] = {}
     if not ok:
         return out

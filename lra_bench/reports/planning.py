@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lra_bench.store.records import protocol_of
+from lra_bench.store.records import protocol_of, run_wall_seconds
 
 OVERNIGHT_HOURS = 12.0
 
@@ -39,12 +39,12 @@ def whole_run_seconds(record: dict, protocol: Protocol) -> tuple[float, str]:
     """(seconds, "measured" | "projected from K steps") for one ok record with ``phases``."""
     trainer = record["config"]["trainer"]
     if trainer["max_steps"] == protocol.max_steps and trainer["eval_every"] == protocol.eval_every:
-        return float(record["wall_time_s"]), "measured"
+        return run_wall_seconds(record), "measured"  # a resumed run: every process's phases
     ph, tp = record["phases"], record["throughput"]
     per_step = 1.0 / tp["steps_per_s"]
     per_eval = ph["val_eval_s"] / ph["val_evals"]
     fixed = max(0.0, ph["train_loop_s"] - ph["val_eval_s"] - record["steps"] * per_step)
-    other = max(0.0, record["wall_time_s"] - ph["data_s"] - ph["train_loop_s"] - ph["test_eval_s"])
+    other = max(0.0, run_wall_seconds(record) - ph["data_s"] - ph["train_loop_s"] - ph["test_eval_s"])
     seconds = (ph["data_s"] + fixed + protocol.max_steps * per_step + protocol.evals * per_eval
                + ph["test_eval_s"] + other)
     return seconds, f"projected from {record['steps']} steps"

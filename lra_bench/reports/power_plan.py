@@ -23,6 +23,7 @@ from lra_bench.reports.detectable import task_noise
 from lra_bench.reports.tasks import TASK_LABELS, TASKS
 from lra_bench.stats.paired import ALPHA
 from lra_bench.stats.power import POWER, detectable_gap, power
+from lra_bench.store.records import run_wall_seconds
 
 #: the full test split of each task whose data is fixed (LRA: IMDb 25k test reviews, CIFAR-10 10k test images, the
 #: AAN retrieval test pairs); generated tasks (ListOps, Pathfinder) have no ceiling
@@ -52,10 +53,11 @@ def run_time(records: list[dict]) -> RunTime | None:
     for r in records:
         ph = r.get("phases")
         n = r.get("test_examples")
-        if r.get("status") != "ok" or not isinstance(ph, dict) or not n or "wall_time_s" not in r:
+        wall = run_wall_seconds(r)  # a resumed run: every process's phases, not only its last process's wall
+        if r.get("status") != "ok" or not isinstance(ph, dict) or not n or wall is None:
             continue
         scaled = ph.get("test_eval_s", 0.0) + (ph.get("val_eval_s", 0.0) if r.get("val_examples") == n else 0.0)
-        fixed.append(r["wall_time_s"] - scaled)
+        fixed.append(wall - scaled)
         per.append(scaled / n)
         sizes.append(n)
     if not fixed:

@@ -70,6 +70,34 @@ def protocol_of(config: dict[str, Any] | None) -> str:
     return "scratch" if name == "none" else str(name)
 
 
+def resumed(record: dict[str, Any]) -> bool:
+    """Whether a run's training or its pretraining resumed from a checkpoint (its ``wall_time_s`` then counts only
+    the last process)."""
+    pre = record.get("pretraining") or {}
+    return bool(record.get("restarts") or pre.get("restarts"))
+
+
+def run_wall_seconds(record: dict[str, Any]) -> float | None:
+    """The wall seconds a run cost, whether or not it was interrupted; None when the record cannot say.
+
+    A run that never resumed: its ``wall_time_s`` (start of ``run()`` to the record written). A resumed run's
+    ``wall_time_s`` counts only its last process, while its phases carry over every process (the training and
+    pretraining loops' seconds are checkpointed), so it costs at least its phases summed: data, pretraining (unless a
+    cached encoder was reused), the training loop with its evaluations, the test evaluation. That sum is returned (or
+    ``wall_time_s`` if larger): short only of the earlier processes' start-up and the steps they redid after their
+    last checkpoint. A resumed record without phases (written before they existed): None.
+    """
+    wall = record.get("wall_time_s")
+    if wall is None or not resumed(record):
+        return None if wall is None else float(wall)
+    ph = record.get("phases")
+    if not isinstance(ph, dict) or ph.get("train_loop_s") is None:
+        return None
+    pretrain = 0.0 if ph.get("pretrain_reused") else float(ph.get("pretrain_s") or 0.0)
+    summed = float(ph.get("data_s") or 0.0) + pretrain + float(ph["train_loop_s"]) + float(ph.get("test_eval_s") or 0.0)
+    return max(float(wall), summed)
+
+
 def run_dir(results_dir: Path, task: str, attention: str, profile: str, seed: int, config_hash: str) -> Path:
     """A run's folder; every name is checked to stay inside ``results_dir`` (``files.inside``)."""
     return inside(Path(results_dir), task, attention, f"{profile}-seed{seed}-{str(config_hash)[:10]}")
