@@ -163,3 +163,13 @@ def test_the_docs_30_step_intervals_of_linformer_and_reformer_are_the_committed_
                            for _ in range(4000))
             ratio = statistics.median(ours) / statistics.median(peer)
             assert f"{label}{ratio:.2f} [{boots[100]:.2f}, {boots[3899]:.2f}]" in docs, (folder, n)
+
+
+@pytest.mark.parametrize("n", [1024, 4096])
+def test_reformer_hashes_into_as_many_buckets_as_its_package_at_every_length(n):
+    """reformer-pytorch hashes into N / bucket_size buckets (16 at 1K); our default, min(2N / chunk, 64), gives 32 at
+    1K, so the pair passes the package's rule (at 4K both give 64): matched settings, not two hashing costs."""
+    pair = next(p for p in PAIRS if p.name == "reformer")
+    layer = build(pair, "ours", 256, 4, n).layer
+    assert layer.n_buckets == n // pair.peer_kwargs(256, 4, n)["bucket_size"] == {1024: 16, 4096: 64}[n]
+    assert layer.chunk_len == 64 and layer.n_hashes == 4

@@ -107,7 +107,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
                     return "-"
                 return f"{mach['other_cores']:.2f}" + (" busy" if mach.get("busy") else "")
 
-            knobs = ", ".join(f"{k}={v}" for k, v in pair.knobs.items())
+            knobs = ", ".join(f"{k}={v}" for k, v in pair.knobs_at(n).items())
             lines.append(f"| {name} | {n} | {ms(ours)} | {pair.peer_label} | {ms(peer)} | {t} | {mib(ours)} | "
                          f"{mib(peer)} | {m} | {tm} | {tr} | {load(ours)}; {load(peer)} | "
                          f"{other(ours)} / {other(peer)} | ours: {knobs or 'defaults'}; {pair.note} |")

@@ -54,6 +54,11 @@ class Pair:
     peer_kwargs: Callable[[int, int, int], dict[str, Any]]  # (dim, heads, n) -> constructor arguments
     note: str = ""
     peer_call: dict[str, Any] = field(default_factory=dict)  # extra forward keyword arguments
+    length_knobs: Callable[[int], dict[str, Any]] | None = None  # n -> our knobs that the package derives from N
+
+    def knobs_at(self, n: int) -> dict[str, Any]:
+        """Our knobs at length ``n``: the fixed ones and those that follow the package's own rule for N."""
+        return {**self.knobs, **(self.length_knobs(n) if self.length_knobs else {})}
 
     @property
     def peer_label(self) -> str:
@@ -81,7 +86,8 @@ PAIRS: tuple[Pair, ...] = (
     Pair("reformer", "reformer", {"n_hashes": 4, "chunk_len": 64, "attn_dropout": 0.0}, "reformer-pytorch",
          "reformer_pytorch", "LSHSelfAttention",
          lambda dim, heads, n: {"dim": dim, "heads": heads, "bucket_size": 64, "n_hashes": 4, "causal": False},
-         "shared-QK LSH, 4 hashes, chunks / buckets of 64"),
+         "shared-QK LSH, 4 hashes, chunks of 64, N / 64 buckets (the package's rule)",
+         length_knobs=lambda n: {"n_buckets": n // 64}),  # ours defaults to min(2N/64, 64): 32 at 1K, 16 here
     Pair("local", "local", {"block_size": 128, "num_neighbor_blocks": 1, "attn_dropout": 0.0}, "local-attention",
          "local_attention", "LocalMHA",
          lambda dim, heads, n: {"dim": dim, "window_size": 128, "heads": heads, "dim_head": dim // heads,
@@ -118,7 +124,7 @@ def get_pair(name: str) -> Pair:
 
 def build_ours(pair: Pair, dim: int, heads: int, n: int) -> nn.Module:
     """Our layer with the pair's knobs as a function of x (B, N, dim), with no mask (no padding)."""
-    layer = get_attention_class(pair.ours)(dim=dim, num_heads=heads, seq_len=n, dropout=0.0, **pair.knobs)
+    layer = get_attention_class(pair.ours)(dim=dim, num_heads=heads, seq_len=n, dropout=0.0, **pair.knobs_at(n))
     return _Called(layer, {"mask": None})
 
 
