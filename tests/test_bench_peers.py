@@ -143,14 +143,16 @@ def test_the_docs_1k_time_intervals_are_the_committed_run():
 def test_the_docs_30_step_intervals_of_linformer_and_reformer_are_the_committed_runs():
     """docs/benchmark.md's "with 30 steps per side" paragraph: the ratios of medians and their 95 % bootstrap
     intervals (4,000 resamples of each side's steps, Python's random seeded 0 per folder, lengths in order) from
-    results/speed_cpu/peers_idle_30steps_linformer, peers_idle_30steps_reformer and (after cd2c03c) _reformer_after."""
+    results/speed_cpu/peers_idle_30steps_linformer, peers_idle_30steps_reformer, (after cd2c03c) _reformer_after and
+    (at the package's bucket count) _reformer_matched."""
     import random
     import statistics
 
     docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
     runs = (("peers_idle_30steps_linformer", "linformer", {1024: "linformer / its package at 1K ", 4096: "and at 4K "}),
             ("peers_idle_30steps_reformer", "reformer", {1024: "Reformer / reformer-pytorch at 1K "}),
-            ("peers_idle_30steps_reformer_after", "reformer", {1024: "still reads **"}))
+            ("peers_idle_30steps_reformer_after", "reformer", {1024: "still reads **"}),
+            ("peers_idle_30steps_reformer_matched", "reformer", {1024: "reformer-pytorch at 1K ", 4096: "and at 4K "}))
     for folder, pair, quotes in runs:
         result = json.loads((ROOT / "results" / "speed_cpu" / folder / "peers.json").read_text())
         rows = {(r["n"], r["side"]): r for r in result["rows"]}
