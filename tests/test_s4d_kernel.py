@@ -60,3 +60,60 @@ def test_no_tensor_of_channels_times_modes_times_length():
     with LargestTensor() as seen:
         kernel(4096).sum().backward()
     assert seen.numel <= 2 * 2 * 64 * 4096  # the complex (2, C, J·T) product as reals; the full matrix: 64·32·4096
+
+
+def load_ab_tool(monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "s4d_kernel_ab.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # as `python tools/s4d_kernel_ab.py` has it (import _repo)
+    spec = importlib.util.spec_from_file_location("s4d_kernel_ab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ab_tools_reference_side_computes_the_vandermonde_kernel_and_only_inside(monkeypatch):
+    """tools/s4d_kernel_ab.py: within ``kernel_of("vandermonde")`` every S4DKernel computes the full matrix (the same
+    kernel within float tolerance, by another path: it allocates the (C, n, L) tensor); outside it, and after an
+    error inside it, the class's own kernel is back."""
+    tool = load_ab_tool(monkeypatch)
+    torch.manual_seed(0)
+    kernel = S4DKernel(dim=8, d_state=16, dt_min=0.001, dt_max=0.1, init="lin", channels=2, n_ssm=None)
+    own = S4DKernel.forward
+    with tool.kernel_of("vandermonde"):
+        assert S4DKernel.forward is tool.vandermonde_kernel
+        torch.testing.assert_close(kernel(300), full_vandermonde(kernel, 300), rtol=0, atol=0)
+    assert S4DKernel.forward is own
+    with pytest.raises(RuntimeError), tool.kernel_of("vandermonde"):
+        raise RuntimeError("a failed step")
+    assert S4DKernel.forward is own
+    with tool.kernel_of("now"):
+        assert S4DKernel.forward is own
+
+
+@pytest.mark.slow
+def test_the_ab_tool_times_both_kernels_and_fits_both_exponents(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "ab.md"
+    proc = subprocess.run([sys.executable, str(root / "tools" / "s4d_kernel_ab.py"), "attention=s4d", "model=ssm",
+                           "task=text", "model.dim=16", "--n", "64", "128", "256", "--rounds", "2", "--steps", "2",
+                           "--warmup", "0", "--batch", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = out.read_text()
+    rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| ")]
+    assert rows == ["| N", "| 64", "| 128", "| 256", "| exponent [95 %]"]
+    raw = json.loads(out.with_suffix(".json").read_text())
+    assert raw["n"] == [64, 128, 256] and all(len(raw["steps_s"][str(n)][side]) == 4 for n in raw["n"]
+                                              for side in ("now", "vandermonde"))
+    assert set(raw["exponents"]) == {"now", "vandermonde"}
+    refused = subprocess.run([sys.executable, str(root / "tools" / "s4d_kernel_ab.py"), "attention=softmax", "--n",
+                              "64", "128", "256"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert refused.returncode != 0 and "add attention=s4d" in refused.stderr
