@@ -117,3 +117,43 @@ def test_the_ab_tool_times_both_kernels_and_fits_both_exponents(tmp_path):
     refused = subprocess.run([sys.executable, str(root / "tools" / "s4d_kernel_ab.py"), "attention=softmax", "--n",
                               "64", "128", "256"], capture_output=True, text=True, timeout=300, cwd=root)
     assert refused.returncode != 0 and "add attention=s4d" in refused.stderr
+
+
+def test_the_docs_side_by_side_kernel_figures_are_the_committed_run():
+    """docs/benchmark.md's "Both kernels side by side" table: per width and N the ratio of the two sides' median
+    steps with its bootstrap interval (the tool's: Random(0) per run, lengths in order, 4,000 resamples), and both
+    exponents, from results/speed_cpu/s4d_kernel_ab; the new kernel is faster at every length by its interval, and
+    its width-256 exponent's one-sided 95 % bound is at most 1.1 (issue 45's bar)."""
+    import json
+    import random
+    import statistics
+    from pathlib import Path
+
+    import numpy as np
+    from scipy import stats
+
+    from lra_bench.reports.efficiency import fit_exponent
+
+    root = Path(__file__).resolve().parents[1]
+    docs = (root / "docs" / "benchmark.md").read_text()
+    table = docs[docs.index("**Both kernels side by side**"):docs.index("The present kernel takes a quarter")]
+    cells: dict[str, list[str]] = {}
+    for width in (128, 256):
+        raw = json.loads((root / "results" / "speed_cpu" / "s4d_kernel_ab" / f"width{width}.json").read_text())
+        rng = random.Random(0)
+        for n in raw["n"]:
+            now, old = raw["steps_s"][str(n)]["now"], raw["steps_s"][str(n)]["vandermonde"]
+            boots = sorted(statistics.median(rng.choices(now, k=len(now)))
+                           / statistics.median(rng.choices(old, k=len(old))) for _ in range(4000))
+            ratio = statistics.median(now) / statistics.median(old)
+            assert boots[3899] < 1.0  # faster at every length, by its interval
+            cells.setdefault(str(n), []).append(f"{ratio:.3f} [{boots[100]:.3f}, {boots[3899]:.3f}]")
+        for side in ("now", "vandermonde"):
+            medians = [statistics.median(raw["steps_s"][str(n)][side]) for n in raw["n"]]
+            cells.setdefault(side, []).append(fit_exponent(np.array(raw["n"]), np.array(medians)).text())
+            if side == "now" and width == 256:
+                fit = stats.linregress(np.log(raw["n"]), np.log(medians))
+                assert fit.slope + stats.t.ppf(0.95, len(medians) - 2) * fit.stderr <= 1.1
+    for key, label in [(str(n), str(n)) for n in (1024, 2048, 4096, 8192, 16384)] + [
+            ("now", "exponent now [95 %]"), ("vandermonde", "exponent Vandermonde [95 %]")]:
+        assert f"| {label} | {cells[key][0]} | {cells[key][1]} |" in table, label
