@@ -115,6 +115,17 @@ def shared_data(*parts: str) -> Path:
     return path
 
 
+def load_tool(monkeypatch: pytest.MonkeyPatch, name: str):
+    """The module of ``tools/<name>.py``, imported as ``python tools/<name>.py`` runs it (its folder first on the
+    path, for its ``import _repo``)."""
+    path = ROOT / "tools" / f"{name}.py"
+    monkeypatch.syspath_prepend(str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def readme_commands() -> list[str]:
     """Every command of the README's bash blocks (comments dropped, ``&&`` chains split), in order."""
     commands = []

@@ -237,15 +237,9 @@ def test_compiled_kernel_equals_eager_with_dropout():
 
 
 def load_check_script(monkeypatch):
-    import importlib.util
-    from pathlib import Path
+    from tests.conftest import load_tool
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "check_flex_paths.py"
-    monkeypatch.syspath_prepend(str(path.parent))  # as `python tools/check_flex_paths.py` has it (import _repo)
-    spec = importlib.util.spec_from_file_location("check_flex_paths", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(monkeypatch, "check_flex_paths")
 
 
 def test_device_check_script_passes_and_catches_a_wrong_kernel(monkeypatch, capsys):

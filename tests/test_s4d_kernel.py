@@ -62,23 +62,13 @@ def test_no_tensor_of_channels_times_modes_times_length():
     assert seen.numel <= 2 * 2 * 64 * 4096  # the complex (2, C, J·T) product as reals; the full matrix: 64·32·4096
 
 
-def load_ab_tool(monkeypatch):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "s4d_kernel_ab.py"
-    monkeypatch.syspath_prepend(str(path.parent))  # as `python tools/s4d_kernel_ab.py` has it (import _repo)
-    spec = importlib.util.spec_from_file_location("s4d_kernel_ab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_ab_tools_reference_side_computes_the_vandermonde_kernel_and_only_inside(monkeypatch):
     """tools/s4d_kernel_ab.py: within ``kernel_of("vandermonde")`` every S4DKernel computes the full matrix (the same
     kernel within float tolerance, by another path: it allocates the (C, n, L) tensor); outside it, and after an
     error inside it, the class's own kernel is back."""
-    tool = load_ab_tool(monkeypatch)
+    from tests.conftest import load_tool
+
+    tool = load_tool(monkeypatch, "s4d_kernel_ab")
     torch.manual_seed(0)
     kernel = S4DKernel(dim=8, d_state=16, dt_min=0.001, dt_max=0.1, init="lin", channels=2, n_ssm=None)
     own = S4DKernel.forward

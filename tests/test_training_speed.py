@@ -108,13 +108,11 @@ def test_train_vs_bench_writes_both_sides_and_their_ratio(tmp_path):
 def test_train_vs_bench_gives_an_interval_of_the_ratio_from_two_rounds(monkeypatch):
     """The summary's interval is the geometric mean of the rounds' ratios with a 95 % t interval on their logs and a
     one-sided 95 % upper bound (the bar "<= 1.1x" is shown by that bound); one round has no interval."""
-    import importlib.util
     import math
 
-    monkeypatch.syspath_prepend(str(ROOT / "tools"))
-    spec = importlib.util.spec_from_file_location("train_vs_bench", ROOT / "tools" / "train_vs_bench.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    from tests.conftest import load_tool
+
+    tool = load_tool(monkeypatch, "train_vs_bench")
     assert tool.ratio_interval([1.05]) == {}
     ratios = [0.9, 1.0, 1.1, 1.05, 0.95]
     got = tool.ratio_interval(ratios)
