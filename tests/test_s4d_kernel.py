@@ -9,22 +9,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from lra_bench.attention.s4d import S4DKernel
 
 
-def full_vandermonde(kernel: S4DKernel, length: int) -> torch.Tensor:
-    """The kernel as it was computed before: the whole (C, n, L) matrix Ā^l, then a sum over the modes."""
-    dta, a = kernel._dt_a()
-    c = torch.view_as_complex(kernel.C) * kernel._b_bar(dta, a)  # (k, C, n): C·B̄
-    steps = torch.arange(length, dtype=kernel.log_dt.dtype)  # (L,)
-    return 2 * torch.einsum("khn,hnl->khl", c, torch.exp(dta[..., None] * steps)).real  # (k, C, L)
-
-
 @pytest.mark.parametrize("length", [1, 2, 3, 100, 1000, 1024, 4097])
 @pytest.mark.parametrize(("init", "n_ssm"), [("lin", None), ("legs", 2)])  # legs: a trained B, shared sets
 def test_kernel_equals_the_full_vandermonde(length, init, n_ssm):
     torch.manual_seed(0)
     kernel = S4DKernel(dim=8, d_state=16, dt_min=0.001, dt_max=0.1, init=init, channels=2, n_ssm=n_ssm).double()
-    torch.testing.assert_close(kernel(length), full_vandermonde(kernel, length), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(kernel(length), kernel.vandermonde(length), rtol=1e-12, atol=1e-12)
     kernel = kernel.float()  # float32: within its rounding
-    torch.testing.assert_close(kernel(length), full_vandermonde(kernel, length), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kernel(length), kernel.vandermonde(length), rtol=1e-5, atol=1e-5)
 
 
 def test_gradients_equal_the_full_vandermonde():
@@ -32,7 +24,7 @@ def test_gradients_equal_the_full_vandermonde():
     kernel = S4DKernel(dim=4, d_state=8, dt_min=0.01, dt_max=0.5, init="inv", channels=2, n_ssm=None).double()
     weights = torch.randn(2, 4, 300, dtype=torch.float64)
     grads = []
-    for f in (kernel, lambda n: full_vandermonde(kernel, n)):
+    for f in (kernel, kernel.vandermonde):
         kernel.zero_grad(set_to_none=True)
         (f(300) * weights).sum().backward()
         grads.append({name: p.grad.clone() for name, p in kernel.named_parameters()})
@@ -73,8 +65,8 @@ def test_the_ab_tools_reference_side_computes_the_vandermonde_kernel_and_only_in
     kernel = S4DKernel(dim=8, d_state=16, dt_min=0.001, dt_max=0.1, init="lin", channels=2, n_ssm=None)
     own = S4DKernel.forward
     with tool.kernel_of("vandermonde"):
-        assert S4DKernel.forward is tool.vandermonde_kernel
-        torch.testing.assert_close(kernel(300), full_vandermonde(kernel, 300), rtol=0, atol=0)
+        assert S4DKernel.forward is S4DKernel.vandermonde
+        torch.testing.assert_close(kernel(300), kernel.vandermonde(300), rtol=0, atol=0)
     assert S4DKernel.forward is own
     with pytest.raises(RuntimeError), tool.kernel_of("vandermonde"):
         raise RuntimeError("a failed step")

@@ -5,7 +5,7 @@ cell gives one kernel's exponent; this gives both kernels' in one run, in turns,
 ratio and not two runs on different days. The step is the benchmark's own (``lra_bench.bench.cell.model_step`` or
 ``attention_step`` from the same Hydra overrides as ``scripts/benchmark.py``); the reference side replaces every
 ``S4DKernel``'s forward, while its steps run, by the Vandermonde product it had before 2651f2b
-(``vandermonde_kernel``, the function ``tests/test_s4d_kernel.py`` checks the new kernel against), on a model of its
+(``S4DKernel.vandermonde``, the reference ``tests/test_s4d_kernel.py`` checks the new kernel against), on a model of its
 own with the same weights. At each N: one memory
 step per side with the default allocator, then freed memory kept for reuse (as a cell), ``--warmup`` steps per side,
 then ``--rounds`` bursts per side in turns, each burst re-warming 2 steps and timing ``--steps``. Reported: the
@@ -50,20 +50,12 @@ RESAMPLES = 4000
 SIDES = ("now", "vandermonde")
 
 
-def vandermonde_kernel(kernel: S4DKernel, length: int) -> torch.Tensor:
-    """The kernel as computed before 2651f2b: the whole (C, n, L) matrix Ā^l, then a sum over the modes."""
-    dta, a = kernel._dt_a()
-    c = torch.view_as_complex(kernel.C) * kernel._b_bar(dta, a)  # (k, C, n): C·B̄
-    steps = torch.arange(length, device=dta.device, dtype=kernel.log_dt.dtype)  # (L,)
-    return 2 * torch.einsum("khn,hnl->khl", c, torch.exp(dta[..., None] * steps)).real  # (k, C, L)
-
-
 @contextlib.contextmanager
 def kernel_of(side: str) -> Iterator[None]:
     """Within it, every S4DKernel computes the kernel of ``side``: "now" (the class's own) or "vandermonde"."""
     own = S4DKernel.forward
     if side == "vandermonde":
-        S4DKernel.forward = vandermonde_kernel
+        S4DKernel.forward = S4DKernel.vandermonde
     try:
         yield
     finally:

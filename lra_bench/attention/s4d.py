@@ -117,6 +117,15 @@ class S4DKernel(nn.Module):
         k = torch.einsum("khnj,hnt->khjt", far, near)  # (c, C, J, T)
         return 2 * rearrange(k, "k h j t -> k h (j t)")[..., :length].real  # (c, C, L)
 
+    def vandermonde(self, length: int) -> Tensor:
+        """The same kernel by its definition, the reference ``forward`` is checked and timed against
+        (tests/test_s4d_kernel.py, tools/s4d_kernel_ab.py): the whole (C, n, L) Vandermonde matrix Ā^l, then a sum over
+        the modes -- how ``forward`` computed it before 2651f2b; O(C·n·L) memory, so not for training."""
+        dta, a = self._dt_a()
+        c = torch.view_as_complex(self.C) * self._b_bar(dta, a)  # (c, C, n): C·B̄
+        steps = torch.arange(length, device=dta.device, dtype=self.log_dt.dtype)  # (L,)
+        return 2 * torch.einsum("khn,hnl->khl", c, torch.exp(dta[..., None] * steps)).real  # (c, C, L)
+
 
 class S4D(SSMMixer):
     """A diagonal SSM per channel as a long convolution, then GELU and a GLU output mixing.
