@@ -96,6 +96,12 @@ def test_the_ab_tool_times_both_kernels_and_fits_both_exponents(tmp_path):
     assert raw["n"] == [64, 128, 256] and all(len(raw["steps_s"][str(n)][side]) == 4 for n in raw["n"]
                                               for side in ("now", "vandermonde"))
     assert set(raw["exponents"]) == {"now", "vandermonde"}
+    for n in raw["n"]:  # each side's bursts carry the machine's load while they ran, as a benchmark cell does
+        for side in ("now", "vandermonde"):
+            machine = raw["machine"][str(n)][side]
+            assert machine["threads"] >= 1 and machine["busy"] in (True, False, None)
+            assert machine["other_cores"] is None or machine["other_cores"] >= 0
+    assert all(line.count("|") == 6 for line in table.splitlines() if line.startswith("|"))  # five columns
     refused = subprocess.run([sys.executable, str(root / "tools" / "s4d_kernel_ab.py"), "attention=softmax", "--n",
                               "64", "128", "256"], capture_output=True, text=True, timeout=300, cwd=root)
     assert refused.returncode != 0 and "add attention=s4d" in refused.stderr

@@ -10,8 +10,9 @@ own with the same weights. At each N: one memory
 step per side with the default allocator, then freed memory kept for reuse (as a cell), ``--warmup`` steps per side,
 then ``--rounds`` bursts per side in turns, each burst re-warming 2 steps and timing ``--steps``. Reported: the
 median step per side and N, the ratio now / Vandermonde with a 95 % bootstrap interval of the ratio of medians
-(4,000 resamples, seeded 0), and each side's exponent with its 95 % interval (least squares over the lengths).
-Run it on an idle machine.
+(4,000 resamples, seeded 0), each side's exponent with its 95 % interval (least squares over the lengths), and
+per side and N the cores other processes kept busy while its bursts ran (``machine`` in the .json, as a benchmark
+cell records it; ``busy`` where they took more than the spare cores). Run it on an idle machine.
 
     python tools/s4d_kernel_ab.py attention=s4d model=ssm task=text model.dim=128 --n 1024 2048 4096 8192 16384 \\
         --out results/speed_cpu/s4d_kernel_ab/width128.md
@@ -39,6 +40,7 @@ from lra_bench.attention.s4d import S4DKernel
 from lra_bench.bench.cell import attention_step, model_step
 from lra_bench.config.bench import bench_plan
 from lra_bench.errors import LRABenchError
+from lra_bench.infra.machine import CoreUse
 from lra_bench.infra.memory import reuse_freed_memory
 from lra_bench.infra.timing import timed_runs
 from lra_bench.reports.efficiency import fit_exponent
@@ -86,7 +88,9 @@ def bootstrap(a: list[float], b: list[float], rng: random.Random) -> tuple[float
     return boots[int(0.025 * RESAMPLES)], boots[int(0.975 * RESAMPLES) - 1]
 
 
-def measure(steps: dict, warmup: int, rounds: int, repeats: int) -> dict[str, list[float]]:
+def measure(steps: dict, warmup: int, rounds: int, repeats: int) -> tuple[dict[str, list[float]], dict[str, dict]]:
+    """Every timed step per side, and per side the machine while its bursts ran (``CoreUse``: the cores other
+    processes kept busy, ``busy`` when they took more than the spare ones, as a benchmark cell records)."""
     cpu = torch.device("cpu")
     for step in steps.values():
         step()  # the memory step, default allocator
@@ -95,12 +99,23 @@ def measure(steps: dict, warmup: int, rounds: int, repeats: int) -> dict[str, li
         for _ in range(warmup):
             step()
     times: dict[str, list[float]] = {side: [] for side in steps}
+    use = {side: CoreUse(threads=torch.get_num_threads()) for side in steps}
     for _ in range(rounds):
         for side, step in steps.items():
             for _ in range(REWARM):
                 step()
-            times[side] += timed_runs(step, cpu, repeats)
-    return times
+            with use[side].measuring():
+                times[side] += timed_runs(step, cpu, repeats)
+    return times, {side: u.summary() for side, u in use.items()}
+
+
+def load_text(machine: dict[str, dict]) -> str:
+    """The table's cell for one N: other processes' cores while each side was timed, ``busy`` where they were."""
+    def one(m: dict) -> str:
+        if m["other_cores"] is None:
+            return "?"
+        return f"{m['other_cores']:.2f}" + (" busy" if m["busy"] else "")
+    return " / ".join(one(machine[side]) for side in SIDES)
 
 
 def main() -> None:
@@ -128,10 +143,11 @@ def main() -> None:
         sys.exit(f"error: tools/s4d_kernel_ab.py times on CPU only (bench.device resolved to {bp.device})")
     ns, batch, rng = sorted(set(args.n)), args.batch or bp.batch, random.Random(0)
     load_start = os.getloadavg()[0]
-    rows, raw = [], {}
+    rows, raw, machine = [], {}, {}
     for n in ns:
         try:
-            times = measure(steps_at(args.mode, bp.config, n, batch), args.warmup, args.rounds, args.steps)
+            times, machine[str(n)] = measure(steps_at(args.mode, bp.config, n, batch), args.warmup, args.rounds,
+                                             args.steps)
         except LRABenchError as e:
             sys.exit(f"error: {e}")
         now, old = statistics.median(times["now"]), statistics.median(times["vandermonde"])
@@ -142,9 +158,11 @@ def main() -> None:
               file=sys.stderr, flush=True)
     fits = {side: fit_exponent(np.array(ns), np.array([r[i] for r in rows])) for side, i in (("now", 1),
                                                                                              ("vandermonde", 2))}
-    lines = ["| N | now (s) | Vandermonde (s) | now / Vandermonde [95 %] |", "|---|---|---|---|"]
-    lines += [f"| {n} | {a:.3f} | {b:.3f} | {r:.3f} [{lo:.3f}, {hi:.3f}] |" for n, a, b, r, lo, hi in rows]
-    lines.append(f"| exponent [95 %] | {fits['now'].text()} | {fits['vandermonde'].text()} | |")
+    lines = ["| N | now (s) | Vandermonde (s) | now / Vandermonde [95 %] | other cores (now / Vandermonde) |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {n} | {a:.3f} | {b:.3f} | {r:.3f} [{lo:.3f}, {hi:.3f}] | {load_text(machine[str(n)])} |"
+              for n, a, b, r, lo, hi in rows]
+    lines.append(f"| exponent [95 %] | {fits['now'].text()} | {fits['vandermonde'].text()} | | |")
     header = (f"# S4D's kernel now against the full Vandermonde matrix, {args.mode} mode\n\n"
               f"{provenance('s4d_kernel_ab.py')}1-minute load {load_start:.1f} at the start and "
               f"{os.getloadavg()[0]:.1f} at the end. Task {bp.task}, profile {bp.profile}, dim "
@@ -154,7 +172,8 @@ def main() -> None:
     write_markdown(header + "\n" + "\n".join(lines) + "\n", args.out)
     if args.out is not None:
         args.out.with_suffix(".json").write_text(json.dumps(
-            {"n": ns, "steps_s": raw, "exponents": {k: [v.value, v.lo, v.hi] for k, v in fits.items()}},
+            {"n": ns, "steps_s": raw, "machine": machine,
+             "exponents": {k: [v.value, v.lo, v.hi] for k, v in fits.items()}},
             indent=1))
 
 
