@@ -19,7 +19,7 @@ from lra_bench.data.listops.task import ListOpsTask
 from lra_bench.errors import CheckpointMismatch, ConfigError
 from lra_bench.run import runner
 from lra_bench.run.runner import run
-from lra_bench.store.records import protocol_of, read_records, semantic_hash
+from lra_bench.store.records import protocol_of, read_records, run_wall_seconds, semantic_hash
 from lra_bench.train import checkpoint
 from lra_bench.train.loop import Checkpointing, Preempted
 from lra_bench.train.pretrain import Objective, mask_positions, pretrain
@@ -115,6 +115,26 @@ def test_fine_tunes_that_share_the_pretraining_reuse_the_cached_encoder(tmp_path
     assert second["phases"]["pretrain_s"] == first["phases"]["pretrain_s"], "the cost is the pretraining's own"
     third = run(compose_run([*SHORT, "pretrain.lr=0.002", "trainer.lr=0.003"], tmp_path))
     assert third["pretraining"]["reused"] is False, "another pretraining config is another encoder"
+
+
+def test_only_the_run_that_made_the_encoder_is_charged_for_it(tmp_path):
+    """The marker that a run made the cached encoder lives in its checkpoint folder until its record is written; a
+    rerun of the finished run loads the cache and is not charged (its fine-tune resuming after its own pretraining
+    is: the slow kill test in either phase)."""
+    cfg = compose_run(SHORT, tmp_path)
+    first = run(cfg)
+    assert first["pretraining"]["reused"] is False
+    assert not (plan(cfg).checkpoint_dir / runner.PRETRAINED_HERE).exists(), "cleared with the run's checkpoints"
+    again = run(compose_run([*SHORT, "rerun=true"], tmp_path))
+    assert again["pretraining"]["reused"] is True and again["phases"]["pretrain_reused"] is True
+    assert again["pretraining"]["evals"] == first["pretraining"]["evals"]
+    for record in plan(cfg).run_dir.rglob("record.json"):
+        record.unlink()  # no finished record: the marker is a first process's, killed after it cached the encoder
+    marker = plan(cfg).checkpoint_dir / runner.PRETRAINED_HERE
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"cache_key": plan(cfg).pretrain.cache_key}))
+    third = run(cfg)
+    assert third["pretraining"]["reused"] is False and not marker.exists()
 
 
 def test_a_cached_encoder_that_no_longer_fits_the_model_is_set_aside_and_pretrained_again(tmp_path):
@@ -319,7 +339,9 @@ def test_a_run_stopped_in_either_phase_resumes_bit_exact(tmp_path, reference, ph
         assert rec[key] == reference[key], key
     assert rec["pretraining"]["evals"] == reference["pretraining"]["evals"]
     assert rec["pretraining"]["restarts"] == (1 if phase == "pretrain" else 0)
-    assert rec["pretraining"]["reused"] is (phase == "fine-tune"), "a fine-tune resumes with the cached encoder"
+    # a fine-tune resumes with the cached encoder, but this run made it: its cost is the run's (not reused)
+    assert rec["pretraining"]["reused"] is False and rec["phases"]["pretrain_reused"] is False
+    assert run_wall_seconds(rec) >= rec["pretraining"]["loop_s"] + rec["phases"]["train_loop_s"]
     assert rec["restarts"] == (1 if phase == "fine-tune" else 0)
     assert not list((tmp_path / "cache" / "checkpoints").rglob("ckpt.pt")), "checkpoints kept after the record"
     assert math.isfinite(rec["test_acc"])

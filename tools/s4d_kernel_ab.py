@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from _provenance import provenance, write_markdown
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 
 from lra_bench.attention.s4d import S4DKernel
 from lra_bench.bench.cell import attention_step, model_step
@@ -134,7 +135,7 @@ def main() -> None:
     try:
         with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
             bp = bench_plan(compose(config_name="benchmark", overrides=args.overrides))
-    except LRABenchError as e:
+    except (LRABenchError, HydraException) as e:  # ours, or an unknown group option or key in the overrides
         sys.exit(f"error: {e}")
     if bp.attention != "s4d":
         sys.exit(f"error: tools/s4d_kernel_ab.py compares S4D's two kernels; got attention={bp.attention} "

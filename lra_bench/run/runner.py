@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import logging
 import os
 import platform
@@ -36,7 +37,7 @@ from lra_bench.infra.memory import is_oom, memory_kind, rss_bytes
 from lra_bench.infra.progress import stop_checked
 from lra_bench.infra.runlock import run_lock
 from lra_bench.store import predictions
-from lra_bench.store.files import check_folder, remove_stale_temps, write_error
+from lra_bench.store.files import check_folder, remove_stale_temps, write_error, write_json_atomic
 from lra_bench.store.records import (
     ATTEMPTS,
     RECORD_NAME,
@@ -56,6 +57,7 @@ from lra_bench.train.step import compile_enabled
 log = logging.getLogger(__name__)
 
 PRETRAIN_DIR = "pretrain"  # the pretraining's checkpoints: a sub-folder of the run's checkpoint folder
+PRETRAINED_HERE = "pretrained_here.json"  # in the run's checkpoint folder: this run made the cached encoder
 
 SKIP_STATUSES = ("ok", "diverged")  # deterministic outcomes: re-running would repeat them
 
@@ -456,10 +458,13 @@ def pretrain_phase(p: Plan, model: torch.nn.Module, data: CachedSplits, device: 
     pretraining on the training inputs (resumable; never the labels), cached for the next run that shares it.
     ``model``'s encoder then holds the pretrained weights, and the global RNG is as it was on entry, so the fine-tune
     draws what the same run from scratch would (same head initialisation, dropout and batch order). Returns the
-    record's ``pretraining`` field."""
+    record's ``pretraining`` field; its ``reused`` is true only when another run paid for the encoder: a run whose
+    fine-tune was interrupted after its own pretraining finished loads the cache on resuming, and a marker in its
+    checkpoint folder (``PRETRAINED_HERE``, cleared with it when the record is written) says the cost is its own."""
     assert p.pretrain is not None
     settings, key = p.pretrain.settings, p.pretrain.cache_key
     about = {"objective": settings.name, "loss": settings.loss, "mask_rate": settings.mask_rate, "cache_key": key}
+    here = checkpointing.directory.parent / PRETRAINED_HERE
     cached = checkpoint.load(p.pretrained_dir)
     if cached is not None and cached.get("key") == key:
         try:
@@ -467,9 +472,11 @@ def pretrain_phase(p: Plan, model: torch.nn.Module, data: CachedSplits, device: 
         except (RuntimeError, KeyError) as e:  # it verified but does not fit this code: pretrain again
             checkpoint.set_aside(p.pretrained_dir, f"{type(e).__name__}: {str(e)[:500]}")
         else:
-            log.info("pretrained encoder reused from %s (%s steps, %.0f s when it was made)", p.pretrained_dir,
+            own = _made_here(here) == key
+            log.info("pretrained encoder %s from %s (%s steps, %.0f s when it was made)",
+                     "of this run's earlier process loaded" if own else "reused", p.pretrained_dir,
                      cached["summary"]["steps"], cached["summary"]["loop_s"])
-            return {**cached["summary"], **about, "reused": True}
+            return {**cached["summary"], **about, "reused": not own}
     rng = checkpoint.rng_state()
     pretrainer = p.pretrain.model.to(device)
     if compile_enabled(p.trainer.compile, device):
@@ -482,11 +489,20 @@ def pretrain_phase(p: Plan, model: torch.nn.Module, data: CachedSplits, device: 
         raise
     checkpoint.set_rng_state(rng)
     summary = {**result.summary(), **about}
+    write_json_atomic(here, {"cache_key": key})  # before the cache: a later process of this run knows it paid
     checkpoint.save(p.pretrained_dir, {"step": result.steps, "key": key, "encoder": model.encoder.state_dict(),
                                        "summary": summary})
     checkpoint.clear(checkpointing.directory)  # cached: its checkpoints are no longer needed
     log.info("pretrained encoder cached in %s", p.pretrained_dir)
     return {**summary, "reused": False}
+
+
+def _made_here(marker: Path) -> str | None:
+    """The cache key of the encoder this run made in an earlier process (``PRETRAINED_HERE``), or None."""
+    try:
+        return json.loads(marker.read_text()).get("cache_key")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _measured_fields(p: Plan, outcome: Outcome, data: CachedSplits, dinfo: distributed.DistInfo,

@@ -81,11 +81,12 @@ def run_wall_seconds(record: dict[str, Any]) -> float | None:
     """The wall seconds a run cost, whether or not it was interrupted; None when the record cannot say.
 
     A run that never resumed: its ``wall_time_s`` (start of ``run()`` to the record written). A resumed run's
-    ``wall_time_s`` counts only its last process, while its phases carry over every process (the training and
-    pretraining loops' seconds are checkpointed), so it costs at least its phases summed: data, pretraining (unless a
+    ``wall_time_s`` counts only its last process, while the training and pretraining loops' seconds carry over every
+    process (they are checkpointed), so it costs at least its phases summed: data, pretraining (unless another run's
     cached encoder was reused), the training loop with its evaluations, the test evaluation. That sum is returned (or
-    ``wall_time_s`` if larger): short only of the earlier processes' start-up and the steps they redid after their
-    last checkpoint. A resumed record without phases (written before they existed): None.
+    ``wall_time_s`` if larger): short of the earlier processes' start-up, their data loading (``data_s`` is the last
+    process's, usually a cache hit, so a first process's dataset build is not in it) and the steps they redid after
+    their last checkpoint. A resumed record without phases (written before they existed): None.
     """
     wall = record.get("wall_time_s")
     if wall is None or not resumed(record):
