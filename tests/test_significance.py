@@ -5,12 +5,14 @@ their per-example test predictions (3 seeds x 2,000 examples), beside older reco
 from __future__ import annotations
 
 import json
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
 
+from lra_bench.reports import significance as sig
 from lra_bench.reports.bubble import FADED, bubble_chart, caption, majority_rate
 from lra_bench.reports.efficiency import load_cells
 from lra_bench.reports.reliability import rank_reliability
@@ -204,6 +206,47 @@ def test_chart_bars_and_emphasis(store, tmp_path):
         plt.close(fig)
 
 
+def test_a_variant_left_out_of_the_best_sets_comparisons_is_drawn_plain_not_faded(store, tmp_path):
+    """One seed per task: no test, no P(rank 1), so the chart may not fade it as "shown below another variant"."""
+    import shutil
+
+    root = shutil.copytree(store, tmp_path / "store")
+    for task in TASKS:
+        write(root / "runs", record(task, "single", 0, acc=0.61))
+    cell = {"attention": "single", "task": "text", "mode": "model", "n": 4096, "batch": 4, "device": "cpu-test",
+            "profile": "cpu", "status": "ok", "median_s": 0.05, "q1_s": 0.045, "q3_s": 0.06, "repeats": 10,
+            "peak_delta_bytes": 2**20, "created_at": "2026-01-01T00:00:00"}
+    (root / "bench" / "single.json").write_text(json.dumps(signed(cell)))
+    t, _ = table1(load_runs(root / "runs"), "cpu")
+    fig = bubble_chart(t, load_cells(root / "bench"), tmp_path / "bubble.png", profile="cpu")
+    ours = next(c for c in fig.axes[0].collections if c.get_gid() == "ours")
+    alpha = dict(zip(fig.bubble_data.attention, ours.get_facecolors()[:, 3], strict=False))
+    assert math.isnan(fig.bubble_data.set_index("attention").loc["single", "p_rank1"])
+    assert alpha["single"] == pytest.approx(0.6) and alpha["reformer"] == pytest.approx(FADED)
+    assert "Plain: not compared (fewer than 2 seeds on a task)." in " ".join(
+        " ".join(x.get_text().split()) for x in fig.texts)
+    plt.close(fig)
+
+
+def test_seeds_whose_data_lay_elsewhere_are_one_cell_but_other_data_is_not(tmp_path):
+    """A sweep resumed on another machine reads the same data from another path: its seeds join the cell (the
+    identity is the config without task.data_dir, and the test set's fingerprint); data that differs does not."""
+    runs = tmp_path / "runs"
+    for seed, where, dataset in ((0, "/a/imdb", "f"), (1, "/b/imdb", "f"), (2, "/c/imdb", "g")):
+        rec = record("text", "softmax", seed, acc=0.55 + seed / 100)
+        rec["config"] = {"task": {"source": "files", "data_dir": where}}
+        rec["dataset_fingerprint"] = dataset  # no predictions: the dataset's fingerprint is its test set
+        write(runs, rec)
+    cells = task_cells(load_runs(runs), "cpu").set_index("attention")
+    assert cells.loc["softmax", "seeds"] == [2]  # the newest identity (data g) ...
+    _, md = table1(load_runs(runs), "cpu")
+    assert "**Left out**" in md  # ... and the seeds on data f, listed, never mixed in
+    rec = record("text", "softmax", 2, acc=0.57)
+    rec["config"] = {"task": {"source": "files", "data_dir": "/c/imdb"}}
+    write(runs, rec)  # seed 2 again (its folder: replaced), on data f, from a third path
+    assert task_cells(load_runs(runs), "cpu").set_index("attention").loc["softmax", "seeds"] == [0, 1, 2]
+
+
 def test_rank_reliability_over_every_split_of_the_seeds(store):
     table, md = rank_reliability(task_cells(load_runs(store / "runs"), "cpu"))
     assert list(table.task) == list(TASKS) and (table.variants == len(TRUE)).all()
@@ -306,3 +349,21 @@ def test_the_equivalence_margin_is_an_option(store, report_script, tmp_path):
     res = report_script("--runs-dir", store / "runs", "--bench-dir", tmp_path / "none", "--out", tmp_path / "out",
                         "--margin", "0")
     assert res.returncode == 2 and "--margin 0.0: the equivalence margin must be a positive number" in res.stderr
+
+
+def test_cells_scored_on_different_test_sets_are_never_compared_even_without_predictions():
+    """Welch's test over seeds (a cell without per-example predictions) still needs one test set: two cells whose
+    records name different test fingerprints, or a cell whose seeds do, are untested; unknown ones (older records
+    with neither) are compared over seeds as before. Predictions without a fingerprint are not paired."""
+    labels = np.array([0, 1, 1, 0])
+    field = predictions.encode(np.array([0, 1, 0, 0]), labels, "a" * 64)  # 75 %
+    with_preds = sig.sample([75.0, 75.0], [field, field], ["a" * 64] * 2)
+    old_same, old_other = (sig.sample([60.0, 64.0], [None, None], [t, t]) for t in ("a" * 64, "b" * 64))
+    unknown = sig.sample([60.0, 64.0], [None, None], ["", None])
+    assert sig.compare(with_preds, old_same)[3] == "welch" and sig.compare(with_preds, unknown)[3] == "welch"
+    assert sig.compare(with_preds, old_other) is None and sig.compare(old_other, old_same) is None
+    mixed = sig.sample([60.0, 64.0], [None, None], ["a" * 64, "b" * 64])
+    assert mixed.test_set == sig.MIXED and sig.compare(mixed, old_same) is None
+    bare = {k: v for k, v in field.items() if k != "test_fingerprint"}
+    unpaired = sig.sample([75.0, 75.0], [bare, bare])
+    assert unpaired.correct is None and unpaired.why_unpaired == "predictions without a test fingerprint"

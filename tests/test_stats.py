@@ -256,6 +256,8 @@ def test_kendall_tau_keeps_the_seeds_most_variants_share():
     assert out["left_out"] == ["e"]
     partial = {v: {0: k, 1: k} for k, v in enumerate("abc")} | {"d": {0: 5.0, 1: 6.0, 2: 7.0}}
     assert common_seeds(partial) == (["a", "b", "c", "d"], [0, 1], [])  # {0, 1}: shared by all four
+    short = {v: {s: k + s for s in range(4)} for k, v in enumerate("abcd")} | {"e": {0: 1.0, 1: 2.0}}
+    assert common_seeds(short) == (["a", "b", "c", "d"], [0, 1, 2, 3], ["e"])  # not everyone cut to e's two seeds
     flat = {v: {0: 50.0, 1: 50.0} for v in "abc"}
     out = split_tau(flat)
     assert math.isnan(out["tau"]) and out["variants"] == 3 and "every split" in out["why"]

@@ -463,7 +463,9 @@ def caption(data: pd.DataFrame, meta: dict, score_task: str | None) -> str:
     if meta.get("best_tested"):
         lines.append(f"Bold circles: in the 95 % confidence set for the best {what} (no other variant shown better "
                      "by one-sided paired tests, Hsu's comparisons with the best), i.e. they cannot be told apart from "
-                     "the best at this power; faded: shown below another variant.")
+                     "the best at this power; faded: shown below another variant."
+                     + (" Plain: not compared (fewer than 2 seeds on a task)." if data["p_rank1"].isna().any()
+                        else ""))
     else:
         lines.append(f"No confidence set for the best {what}: a test needs 2 or more seeds per cell, so no circle "
                      "is emphasised.")
@@ -515,11 +517,14 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
     partial = (data["n_tasks"] < 5) & (score_task is None)  # "[k/5] tasks present" marks: LRA averages only
     common = partial.all() and data["n_tasks"].nunique() == 1  # every point the same k/5: said once, on the axis
     tested = bool(meta["best_tested"])  # in the confidence set for the best: full colour, bold edge; the rest faded
-    face = [(*to_rgb(mixer_color(a)), (0.7 if b else FADED) if tested else 0.6)
-            for a, b in zip(data.attention, data.best, strict=True)]
+    # a variant left out of the set's comparisons (fewer than 2 seeds on a task: no P(rank 1)) is drawn plain, not
+    # faded: it was not shown below anything
+    shown = [tested and not math.isnan(p) for p in data.p_rank1.astype(float)]
+    face = [(*to_rgb(mixer_color(a)), (0.7 if b else FADED) if c else 0.6)
+            for a, b, c in zip(data.attention, data.best, shown, strict=True)]
     ours = ax.scatter(data["x"], data["y"], s=data["area"], c=face, zorder=3,
-                      edgecolors=["black" if b or not tested else "gray" for b in data.best],
-                      linewidths=[2.0 if b and tested else 0.8 for b in data.best])
+                      edgecolors=["black" if b or not c else "gray" for b, c in zip(data.best, shown, strict=True)],
+                      linewidths=[2.0 if b and c else 0.8 for b, c in zip(data.best, shown, strict=True)])
     ours.set_gid("ours")
     _error_bars(ax, data)
     labels = [Label(r.x, r.y, (f"{MARK} " if r.noisy else "") + r.attention

@@ -73,7 +73,8 @@ def _groups(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
 
 
 def _sample(g: pd.DataFrame | None) -> sig.Sample | None:
-    return None if g is None else sig.sample((g.test_acc * 100).tolist(), g.predictions.tolist())
+    return None if g is None else sig.sample((g.test_acc * 100).tolist(), g.predictions.tolist(),
+                                                g.test_fingerprint.tolist())
 
 
 def _interval(result: tuple[float, float, float, str] | None, a: sig.Sample | None = None,

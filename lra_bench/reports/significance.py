@@ -7,16 +7,19 @@ cells are compared by
 
 * ``paired``: the paired test over seeds and examples (:func:`lra_bench.stats.paired.paired_difference`) when both
   have predictions on the same test set (same fingerprint);
-* ``welch``: Welch's t over the seeds' accuracies alone when either lacks them (older records). It is conditional
-  on the test set (test-example sampling is left out), so it is not more conservative than the paired test;
-* nothing (``untested``) when either cell has a single seed (the seed-to-seed spread is then unknown), or when both
-  kept predictions but on different test sets (their accuracies measure different things).
+* ``welch``: Welch's t over the seeds' accuracies alone when either lacks them (older records) and both were scored
+  on the same test set (or either's is unknown). It is conditional on the test set (test-example sampling is left
+  out), so it is not more conservative than the paired test;
+* nothing (``untested``) when either cell has a single seed (the seed-to-seed spread is then unknown), or when the
+  two were scored on different test sets (their accuracies measure different things), whether or not they kept
+  predictions.
 
 Against the reference, four marks (:func:`family`): better or worse when the two-sided test rejects; equivalent when
 the two one-sided tests show the difference within +-margin (default 2 points, ``--margin``); not resolved when
 neither is shown. Within one family (all variants against one reference, on one task or on the average) both the
-difference p-values and the equivalence p-values are Holm-corrected, so the chance of any false mark of either kind
-stays at or below 5 %. Each verdict also carries the one-sided 95 % lower bound of the difference, which is what a
+difference p-values and the equivalence p-values are Holm-corrected, each family on its own, so the chance of a
+false better-or-worse mark stays at or below 5 %, and so does the chance of a false equivalent mark (of either kind:
+up to about 10 %). Each verdict also carries the one-sided 95 % lower bound of the difference, which is what a
 bar "at least the reference minus m" is judged by. The average's difference is the mean of the task differences
 over the tasks both have; its variance the sum of theirs / T^2.
 
@@ -54,45 +57,58 @@ NO_PREDICTIONS = "record(s) without per-example predictions"  # the end of Sampl
 
 @dataclass
 class Sample:
-    """One cell: accuracies (%) of its ok seeds, and their correctness (seeds x examples) when all kept predictions
-    on one test set (``why_unpaired`` says why not)."""
+    """One cell: accuracies (%) of its ok seeds, the test set they were scored on (``test_set``: None when unknown,
+    ``MIXED`` when its seeds differ), and their correctness (seeds x examples) when all kept predictions on one
+    fingerprinted test set (``why_unpaired`` says why not)."""
 
     accs: np.ndarray
     correct: np.ndarray | None = None
     fingerprint: str | None = None
     why_unpaired: str = ""
+    test_set: str | None = None
 
 
-def sample(accs_pct, prediction_fields) -> Sample:
-    """A :class:`Sample` from the ok seeds' accuracies (%) and their records' ``test_predictions`` (None where
-    absent)."""
+MIXED = "mixed"  # Sample.test_set of a cell whose seeds were scored on different test sets: compared with nothing
+
+
+def sample(accs_pct, prediction_fields, test_sets=None) -> Sample:
+    """A :class:`Sample` from the ok seeds' accuracies (%), their records' ``test_predictions`` (None where absent)
+    and, when known, the fingerprint of the test set each was scored on (``table1.test_fingerprint_of``; empty or
+    None where unknown)."""
     accs = np.asarray(accs_pct, float)
     fields = list(prediction_fields)
+    known = {str(t) for t in (test_sets or []) if t}
+    test_set = MIXED if len(known) > 1 else (known.pop() if known else None)
     if not fields or any(not isinstance(f, dict) for f in fields):
         missing = sum(not isinstance(f, dict) for f in fields)
-        return Sample(accs, why_unpaired=f"{missing} of {len(fields)} {NO_PREDICTIONS}")
+        return Sample(accs, why_unpaired=f"{missing} of {len(fields)} {NO_PREDICTIONS}", test_set=test_set)
     prints = {f.get("test_fingerprint") for f in fields}
+    if None in prints or "" in prints:
+        return Sample(accs, why_unpaired="predictions without a test fingerprint", test_set=test_set)
     if len(prints) != 1:
-        return Sample(accs, why_unpaired="seeds evaluated on different test sets")
+        return Sample(accs, why_unpaired="seeds evaluated on different test sets", test_set=MIXED)
     try:
         correct = np.stack([predictions.decode(f)[1] for f in fields])
     except ValueError as e:
-        return Sample(accs, why_unpaired=str(e))
+        return Sample(accs, why_unpaired=str(e), test_set=test_set)
     if correct.shape[0] != len(accs) or not np.allclose(correct.mean(1) * 100, accs, rtol=0, atol=1e-9):
-        return Sample(accs, why_unpaired="per-example predictions disagree with test_acc")
-    return Sample(accs, correct, prints.pop())
+        return Sample(accs, why_unpaired="per-example predictions disagree with test_acc", test_set=test_set)
+    fingerprint = prints.pop()
+    return Sample(accs, correct, fingerprint, test_set=test_set or fingerprint)
 
 
 def compare(a: Sample, b: Sample) -> tuple[float, float, float, str] | None:
     """(a - b in points, standard error, degrees of freedom, method) or None when untestable (a single seed, or
     predictions on different test sets)."""
-    if len(a.accs) < 2 or len(b.accs) < 2:
+    if len(a.accs) < 2 or len(b.accs) < 2 or MIXED in (a.test_set, b.test_set):
         return None
     if a.correct is not None and b.correct is not None:
         if a.fingerprint != b.fingerprint:
             return None  # different test sets: neither a paired test nor a comparison of their accuracies
         d, se, df = paired_difference(a.correct, b.correct)
         return float(d) * 100, float(se) * 100, float(df), "paired"
+    if a.test_set is not None and b.test_set is not None and a.test_set != b.test_set:
+        return None  # different test sets: their accuracies measure different things
     d, se, df = welch_seeds(a.accs, b.accs)
     return d, se, df, "welch"
 

@@ -72,7 +72,7 @@ PROFILE_RANK = ("paper", "small", "cpu", "smoke")
 RUN_COLUMNS = ["task", "attention", "profile", "seed", "status", "test_acc", "synthetic", "params",
                "examples_per_s", "steps_per_s", "batch_size", "seq_len", "peak_bytes", "test_majority_rate",
                "device", "config_hash", "finished_at", "message", "path", "evals", "test_examples", "predictions",
-               "variant", "test_set", "code_version",
+               "variant", "test_set", "test_fingerprint", "code_version",
                "protocol", "pair_key", "ft_steps", "pt_steps", "pretrain_s", "train_loop_s", "pretraining"]
 CELL = ["profile", "attention", "task"]
 IDENTITY = ["variant", "test_set"]
@@ -101,7 +101,7 @@ def pairing(config: dict) -> tuple[str, float, float]:
     protocol, seed and step budgets share the pair_key (the protocol-effect table pairs them by it)."""
     trainer = config.get("trainer") if isinstance(config.get("trainer"), dict) else {}
     pre = config.get("pretrain") if isinstance(config.get("pretrain"), dict) else {}
-    rest = {k: v for k, v in config.items() if k not in ("pretrain", "seed", "trainer")}
+    rest = {k: v for k, v in _placeless(config).items() if k not in ("pretrain", "seed", "trainer")}
     key = semantic_hash({**rest, "trainer": {k: v for k, v in trainer.items() if k != "max_steps"}})
     return key, _number(trainer.get("max_steps")), _number(pre.get("max_steps", 0))
 
@@ -113,19 +113,34 @@ def printable(text: str) -> str:
     return out.replace("|", "\\|")
 
 
+def _placeless(config: dict) -> dict:
+    """``config`` without ``task.data_dir``: where the data lay (it moves between machines and sittings) is not what
+    was run; which data was is the cell's test set (``test_set_of``), a fingerprint of the data itself."""
+    task = config.get("task")
+    if isinstance(task, dict) and "data_dir" in task:
+        return {**config, "task": {k: v for k, v in task.items() if k != "data_dir"}}
+    return config
+
+
 def variant_of(rec: dict) -> str:
-    """The configuration a record ran, whatever its seed: the semantic hash of its config without the seed."""
+    """The configuration a record ran, whatever its seed and wherever its data lay: the semantic hash of its config
+    without the seed and ``task.data_dir``."""
     config = rec.get("config")
     if not isinstance(config, dict):
         return "unknown"  # a record without its config (written by hand): one identity for all of them
-    return semantic_hash({k: v for k, v in config.items() if k != "seed"})
+    return semantic_hash({k: v for k, v in _placeless(config).items() if k != "seed"})
+
+
+def test_fingerprint_of(rec: dict) -> str:
+    """The fingerprint of the test set a record was scored on (``predictions.test_fingerprint``: its inputs and
+    labels): the record's, or older records' the one their predictions carry; "" when it has neither."""
+    kept = rec.get(predictions.FIELD) if isinstance(rec.get(predictions.FIELD), dict) else {}
+    return str(rec.get("test_fingerprint") or kept.get("test_fingerprint") or "")
 
 
 def test_set_of(rec: dict) -> str:
-    """The test set a record was scored on: its ``test_fingerprint`` (older records: the one its predictions carry,
-    else the dataset's fingerprint)."""
-    kept = rec.get(predictions.FIELD) if isinstance(rec.get(predictions.FIELD), dict) else {}
-    return str(rec.get("test_fingerprint") or kept.get("test_fingerprint") or rec.get("dataset_fingerprint") or "")
+    """The test set a record was scored on, as a cell's identity: its test fingerprint, else the dataset's."""
+    return test_fingerprint_of(rec) or str(rec.get("dataset_fingerprint") or "")
 
 
 def _row(rec: dict) -> dict:
@@ -156,7 +171,8 @@ def _row(rec: dict) -> dict:
         "evals": rec["evals"] if isinstance(rec.get("evals"), list) else [],
         "test_examples": _number(rec.get("test_examples")),
         "predictions": rec[predictions.FIELD] if isinstance(rec.get(predictions.FIELD), dict) else None,
-        "variant": variant_of(rec), "test_set": test_set_of(rec), "code_version": str(rec.get("code_version") or ""),
+        "variant": variant_of(rec), "test_set": test_set_of(rec),
+        "test_fingerprint": test_fingerprint_of(rec), "code_version": str(rec.get("code_version") or ""),
         "protocol": protocol_of(config), **dict(zip(("pair_key", "ft_steps", "pt_steps"), pairing(config),
                                                    strict=True)),
         "pretrain_s": _number(phases.get("pretrain_s")), "train_loop_s": _number(phases.get("train_loop_s")),
@@ -343,7 +359,7 @@ def task_cells(df: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
             failures["failed"] = failures.get("failed", 0) + int((bad.status == "ok").sum())
         n = len(accs)
         sizes = ok.test_examples.dropna()
-        cell = sig.sample(accs, ok.predictions.tolist())
+        cell = sig.sample(accs, ok.predictions.tolist(), ok.test_fingerprint.tolist())
         bounds = interval(cell, float(sizes.iloc[0]) if len(sizes) else math.nan)
         majority = float(g.test_majority_rate.mean() * 100)
         flags = [bool(collapsed(r.test_acc, r.test_examples, r.test_majority_rate, r.predictions))

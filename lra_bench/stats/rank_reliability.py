@@ -28,14 +28,19 @@ DRAWS = 20_000
 
 def common_seeds(accs: dict[str, dict]) -> tuple[list[str], list, list[str]]:
     """(variants ranked, the seed set they share, variants left out) for ``accs``: variant -> {seed: accuracy}.
-    Variants with fewer than 2 seeds are left out; the seed set is the one that the most variants share (one variant
-    run on other seeds is left out and named, rather than emptying the common set). Empty when no set of 2 or more
-    seeds is shared."""
+    Variants with fewer than 2 seeds are left out; the seed set is, among those at least as large as the most common
+    number of seeds a variant has, the one that the most variants share: one variant run on other seeds, or on fewer
+    (a failed run), is left out and named, rather than emptying the common set or cutting every variant down to its
+    seeds. Empty when no set of 2 or more seeds is shared."""
     usable = {v: frozenset(s) for v, s in accs.items() if len(s) >= 2}
-    candidates = {s for s in usable.values()} | ({frozenset.intersection(*usable.values())} if usable else set())
+    if not usable:
+        return [], [], []
+    counts = [len(s) for s in usable.values()]
+    typical = max(set(counts), key=lambda k: (counts.count(k), k))  # the most common count (ties: the larger)
+    candidates = {s for s in usable.values()} | {frozenset.intersection(*usable.values())}
     # the seed set contained in the most variants' seeds; then the larger set; then the smaller seeds
     scored = [(sum(c <= s for s in usable.values()), len(c), [-x for x in sorted(c)], c) for c in candidates
-              if len(c) >= 2]
+              if len(c) >= max(2, typical)]
     if not scored:
         return [], [], []
     *_, common = max(scored, key=lambda t: t[:3])
