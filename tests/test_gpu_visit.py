@@ -47,7 +47,7 @@ def test_runs_stage_runs_a_file_of_runs_in_parallel_and_says_which_failed(tmp_pa
                     "attention=softmax task=listops profile=smoke seed=2 trainer.no_such_key=1\n")
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "STAGES": "runs", "RUNS_FILE": str(jobs), "RUNS_PARALLEL": "2",
-           "RUNS_ARGS": "trainer.max_steps=4 trainer.device=cpu"}
+           "RUNS_ARGS": "trainer.max_steps=4 trainer.device=cpu", "VISIT_RUNS": str(tmp_path / "visit-runs")}
     proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu_visit.sh")], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -61,6 +61,28 @@ def test_runs_stage_runs_a_file_of_runs_in_parallel_and_says_which_failed(tmp_pa
     assert {r["steps"] for r in records} == {4}  # RUNS_ARGS comes after the line's own overrides
     assert sorted(line.split(":")[0] for line in lines) == ["exit 0", "exit 0", "exit 2"]
     assert sum(n.startswith("./logs/") and n.endswith(".log") for n in names) == 3
+
+    # the same command again (a still-warm machine): the finished runs are skipped, their records come back again
+    shutil.rmtree(out)
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu_visit.sh")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    with tarfile.open(out / "visit.tgz") as tar:
+        again = [json.load(tar.extractfile(n)) for n in tar.getnames() if n.endswith("/record.json")]
+        logs = [tar.extractfile(n).read().decode() for n in tar.getnames() if n.endswith("seed=0.log")]
+    assert sorted(r["checksum"] for r in again) == sorted(r["checksum"] for r in records)
+    assert "finished record with status ok exists" in logs[0]
+    # a fresh machine: the earlier visit's records, carried (RUNS_FROM), are skipped the same way
+    carried = tmp_path / "carried"
+    with tarfile.open(out / "visit.tgz") as tar:
+        tar.extractall(carried, members=[m for m in tar.getmembers() if m.name.startswith("./runs/")],
+                       filter="data")
+    shutil.rmtree(out)
+    fresh = {**env, "VISIT_RUNS": str(tmp_path / "fresh-runs"), "RUNS_FROM": str(carried / "runs")}
+    proc = subprocess.run(["bash", str(ROOT / "tools" / "gpu_visit.sh")], cwd=ROOT, env=fresh, capture_output=True,
+                          text=True, timeout=600)
+    with tarfile.open(out / "visit.tgz") as tar:
+        logs = [tar.extractfile(n).read().decode() for n in tar.getnames() if n.endswith("seed=1.log")]
+    assert "finished record with status ok exists" in logs[0]
 
     jobs.write_text("attention=softmax task=listops profile=smoke seed=0 trainer.no_such_key=1\n")  # fails to prepare
     shutil.rmtree(out)

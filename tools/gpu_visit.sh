@@ -24,7 +24,14 @@
 #            own overrides and $RUNS_THREADS [1] CPU threads; the data is prepared once before
 #            (scripts/prepare_data.py with the first line's overrides), so that parallel runs only read the cache;
 #            records under runs/, one log per run under logs/, one line per run in runs.txt; limit $RUNS_S [540]
-#            for all of them (a run still going then is stopped like a preempted one and leaves no record)
+#            for all of them (a run still going then is stopped like a preempted one: it checkpoints and leaves no
+#            record). The runs write to $VISIT_RUNS [/tmp/visit-runs], outside $OUT, copied into runs/ before packing:
+#            the same command sent again on the still-warm machine skips the finished runs and resumes the stopped
+#            ones from their checkpoints (in /tmp/lra-cache). On a fresh machine, $RUNS_FROM (a carried folder: the
+#            runs/ of earlier visits' archives) is copied into $VISIT_RUNS first, so its finished runs are skipped;
+#            a run stopped on a machine that was given back starts over.
+# Set RUNS_S from the device tool's `status` for a second command of a visit: budget_left_s minus ~60 s (the start
+# of a machine and the packing), or the command is killed before it packs and nothing comes back.
 set -u
 : "${OUT:?set OUT to the folder that comes back (the \$OUT of the device tool)}"
 mkdir -p "$OUT"
@@ -34,6 +41,8 @@ if compgen -G ".device-wheels/*.whl" > /dev/null; then
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
+export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}  # deterministic cuBLAS, as the runs ask for
+VISIT_RUNS=${VISIT_RUNS:-/tmp/visit-runs}
 summary="$OUT/summary.txt"
 {
   date -u +"started %Y-%m-%dT%H:%M:%SZ"
@@ -53,7 +62,7 @@ run_one() {  # run_one LINE: run.py with the overrides of one line of $RUNS_FILE
   local line=$1 log rc
   log="$OUT/logs/$(printf '%s' "$line" | tr -c 'A-Za-z0-9._=-' '_' | cut -c1-180).log"
   # shellcheck disable=SC2086  # the line and $RUNS_ARGS are lists of overrides
-  python3 run.py $line ${RUNS_ARGS:-} "paths.results_dir=$OUT/runs" paths.cache_dir=/tmp/lra-cache > "$log" 2>&1
+  python3 run.py $line ${RUNS_ARGS:-} "paths.results_dir=$VISIT_RUNS" paths.cache_dir=/tmp/lra-cache > "$log" 2>&1
   rc=$?
   echo "exit $rc: $line" >> "$OUT/runs.txt"
 }
@@ -69,8 +78,17 @@ runs_stage() {  # the runs stage: prepare the data once, then $RUNS_PARALLEL run
   printf '%s\n' "$jobs" | xargs -d '\n' -P "${RUNS_PARALLEL:-4}" -n 1 bash -c 'run_one "$1"' _
 }
 
+wait_for_runs() {  # a stopped stage's runs are still checkpointing when timeout returns: let them finish (<= 40 s)
+  local i
+  for i in $(seq 80); do
+    pgrep -f "paths.results_dir=$VISIT_RUNS" > /dev/null || return 0
+    sleep 0.5
+  done
+  echo "runs: some still going 40 s after the stage's limit (their stop-time checkpoints may be cut short)" >> "$summary"
+}
+
 export -f run_one runs_stage  # the stage runs them in a child shell, under timeout
-export OUT RUNS_FILE RUNS_ARGS RUNS_PARALLEL RUNS_THREADS
+export OUT RUNS_FILE RUNS_ARGS RUNS_PARALLEL RUNS_THREADS VISIT_RUNS
 
 for s in ${STAGES:-check peers flash}; do
   case $s in
@@ -90,7 +108,11 @@ for s in ${STAGES:-check peers flash}; do
           task.generator.workers=16 "paths.results_dir=$OUT/runs" paths.cache_dir=/tmp/lra-cache ${LISTOPS_ARGS:-}
       done ;;
     runs)
+      mkdir -p "$VISIT_RUNS"
+      if [ -n "${RUNS_FROM:-}" ]; then cp -rn "$RUNS_FROM/." "$VISIT_RUNS/"; fi  # earlier visits' records: skipped
       stage runs "${RUNS_S:-540}" bash -c runs_stage
+      wait_for_runs
+      mkdir -p "$OUT/runs" && cp -r "$VISIT_RUNS/." "$OUT/runs/"
       ok=$(grep -c '^exit 0:' "$OUT/runs.txt" 2>/dev/null)  # nothing when no run got as far as runs.txt
       echo "runs: ${ok:-0} of $(grep -cv -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$RUNS_FILE") runs finished with" \
         "exit 0" >> "$summary" ;;
@@ -99,7 +121,8 @@ for s in ${STAGES:-check peers flash}; do
 done
 date -u +"finished %Y-%m-%dT%H:%M:%SZ" >> "$summary"
 archive=$(mktemp /tmp/visit.XXXXXX.tgz)  # outside $OUT: an archive growing inside the folder it packs changes it
-if tar czf "$archive" -C "$OUT" --exclude=./summary.txt .; then
+tar czf "$archive" -C "$OUT" --exclude=./summary.txt --warning=no-file-changed .
+if [ $? -le 1 ]; then  # 1: a file changed while it was read (a log); the archive is complete
   find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
   mv "$archive" "$OUT/visit.tgz"
 else
