@@ -40,7 +40,11 @@ NOT_MEASURED = [
     ("docs/gpu_playbook.md", "time 73 s, 6 pretrained or 6,000-step runs at a time 79 s",
      "measured: results/gpu/protocols/visits/visit2-, visit3-summary.txt (tests/test_curated_results.py checks them)"),
     ("docs/gpu_playbook.md", "est. 7 min", "plan: an estimate for planning a visit, named 'est.'"),
-    ("docs/gpu_playbook.md", "two commands of est. 5-6 min", "plan: an estimate for planning a visit, named 'est.'"),
+    ("docs/gpu_playbook.md", "needs est. 526-730 s of runs", "plan: 240,000 steps at the measured 329-456 steps/s, "
+     "named 'est.'"),
+    ("docs/gpu_playbook.md", "session's 900 s of device time", "limit: the GPU machine's lending rules"),
+    ("docs/gpu_playbook.md", "minus about 60 s", "plan: an allowance for a machine's start and the packing"),
+    ("docs/gpu_playbook.md", "waits up to 40 s after its limit", "setting: tools/gpu_visit.sh's wait_for_runs"),
     ("docs/gpu_playbook.md", "for 30 s after a command", "limit: the device tool's warm window (its README)"),
     ("docs/benchmark.md", "(2.2 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
     ("docs/benchmark.md", "took 90.5 min, 0.84", "measured: results/rerun_41/timing.json, the sweep's own wall time "
