@@ -191,6 +191,16 @@ def test_a_record_counts_only_in_its_own_folder_and_the_report_names_what_it_dro
 # ------------------------------------------------------------------- 5: names come from the composed groups
 
 
+def test_a_misspelt_top_level_key_fails_instead_of_training_the_defaults(tmp_path):
+    """'+trainr.max_steps=4' (or 'trainr:' in a YAML file of one's own) added a section nothing reads: the run trained
+    the default budget under a new config hash. Now it is refused, with the section it was meant for."""
+    with pytest.raises(ConfigError, match="unknown top-level config key 'trainr': did you mean trainer"):
+        plan(compose_run(["profile=smoke", "+trainr.max_steps=4"], tmp_path))
+    with pytest.raises(ConfigError, match="unknown top-level config key 'foo'"):
+        plan(compose_run(["profile=smoke", "+foo=1"], tmp_path))
+    assert plan(compose_run(["profile=smoke", "rerun=true"], tmp_path)).rerun  # the known ones still compose
+
+
 def test_task_and_profile_names_cannot_be_overridden_and_paths_stay_inside(tmp_path):
     with pytest.raises(ConfigError, match=r"task.name.*task=text"):
         plan(compose_run(["profile=smoke", "task.name=text"], tmp_path))

@@ -7,6 +7,7 @@ efficiency benchmark, its cells and the scripts all build through here, so a con
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import random
 from collections.abc import Iterator
@@ -46,6 +47,9 @@ from lra_bench.train.settings import PretrainSettings, TrainerSettings
 TASK_SUPPLIED_TO_ENCODER = ("attention", "vocab_size", "max_len", "pad_id")
 TRANSFORMER_ONLY = frozenset({"num_heads", "mlp_dim", "positions", "pool"})  # model keys the state-space block lacks
 RUN_SECTIONS = ("attention", "task", "model", "trainer", "logger", "profile", "paths", "seed")
+#: every top-level key a run config may have: a misspelt one (``+trainr.max_steps=4``, ``trainr:`` in a task_profile
+#: file, a task_profile file without its ``# @package _global_`` line) would otherwise be ignored and train defaults
+TOP_LEVEL = (*RUN_SECTIONS, "pretrain", "rerun", "resume", "guard")
 RESUME = Literal["auto", "force"]  # auto: resume only this run's own checkpoint (config hash, code); force: any
 #: the environment variable behind each folder of configs/paths/default.yaml
 PATH_ENV = {"results_dir": "LRA_RESULTS_DIR", "cache_dir": "LRA_CACHE_DIR", "bench_dir": "LRA_BENCH_DIR"}
@@ -283,6 +287,13 @@ def plan(cfg: DictConfig) -> Plan:
         if key not in cfg:
             raise ConfigError(f"config has no '{key}' section; run through run.py or compose configs/run.yaml")
     config = run_container(cfg)
+    for key in config:
+        if key not in TOP_LEVEL:
+            close = difflib.get_close_matches(str(key), TOP_LEVEL, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"unknown top-level config key {key!r}: {hint}a run config has only "
+                              f"{', '.join(TOP_LEVEL)} (a YAML file of your own that adds keys at the top needs its "
+                              f"'# @package _global_' line and the sections' own names)")
     if (found := non_finite(config)) is not None:  # any number anywhere: NaN and inf train nonsense or break records
         raise ConfigError(f"{found[0]}={found[1]} is not a finite number; fix it in the config or on the command line")
     check_value("", "seed", config["seed"], Seed, prefix="")
