@@ -20,19 +20,21 @@ import signal
 import sys
 from typing import NoReturn
 
-EXIT_CONFIG, EXIT_FAILED, EXIT_BUSY, EXIT_PREEMPTED = 2, 1, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C, stopped on purpose (checkpointed; not a requeue)
+from lra_bench.errors import (  # the exit codes; imports nothing else, so the handlers below are set at once
+    EXIT_BUSY,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PREEMPTED,
+    exit_code_for,
+)
+
 SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGINT)
 
 
 # the running job's process; the preemption signal this process got (while starting, or the sweep's); the handlers
 # ours replaced (a scheduler's)
 _sweep = {"child": None, "signal": None, "previous": {}}
-
-
-def exit_code_for(signal_name: str | None) -> int:
-    """The exit code of a run or sweep stopped by ``signal_name``: 130 for Ctrl-C, 75 (requeue) otherwise."""
-    return EXIT_INTERRUPTED if signal_name == "SIGINT" else EXIT_PREEMPTED
 
 
 def _on_signal_while_starting(signum: int, frame: object) -> None:

@@ -1,4 +1,15 @@
-"""Errors the harness raises on bad input. Each message says what is wrong and how to fix it."""
+"""Errors the harness raises on bad input (each message says what is wrong and how to fix it), and the exit codes a
+run ends with. Imports nothing: ``run.py`` reads the codes before its signal handlers and slow imports."""
+
+import signal
+
+EXIT_FAILED, EXIT_CONFIG, EXIT_BUSY, EXIT_PREEMPTED = 1, 2, 3, 75  # 75 = EX_TEMPFAIL: rerun to resume
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C, stopped on purpose (checkpointed; not a requeue)
+
+
+def exit_code_for(signal_name: str | None) -> int:
+    """The exit code of a run or sweep stopped by ``signal_name``: 130 for Ctrl-C, 75 (requeue) otherwise."""
+    return EXIT_INTERRUPTED if signal_name == "SIGINT" else EXIT_PREEMPTED
 
 
 class LRABenchError(Exception):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: scripts/_repo.py)
 import hydra
@@ -21,8 +22,10 @@ from lra_bench.bench.table2 import run_benchmarks
 from lra_bench.config.bench import BenchPlan, bench_plan
 from lra_bench.config.mixers import ENV as MIXERS_ENV
 from lra_bench.config.mixers import register_outside_mixers
+from lra_bench.config.overrides import check_overrides
 from lra_bench.errors import LRABenchError
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 PLANS: list[BenchPlan] = []  # one per Hydra job (every job of a -m sweep runs in this process, one after another)
 
 
@@ -40,6 +43,10 @@ if __name__ == "__main__":
         register_outside_mixers(os.environ.get(MIXERS_ENV))
     except LRABenchError as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    problem = check_overrides(sys.argv[1:], CONFIG_DIR, "benchmark")  # a misspelt option or key: the closest one
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
     main()
     try:

@@ -52,7 +52,7 @@ from lra_bench.reports.paper import TASKS
 from lra_bench.reports.protocols import SCRATCH, by_protocol, effects_markdown, protocol_effects, protocol_spread, slug
 from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.significance import MARGIN
-from lra_bench.reports.sweep_speed import cells_from_runs
+from lra_bench.reports.sweep_speed import cells_from_runs, draw_with_speed
 from lra_bench.reports.table1 import REFERENCE, conflicts, load_runs, pick_profile, table1, task_cells
 from lra_bench.reports.task_vs_paper import task_scores, task_vs_paper
 from lra_bench.reports.verdicts import AVG
@@ -166,15 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         args.out = args.out or folder
         command = f"python scripts/report.py --curated {shlex.quote(args.curated)}"
     else:
+        from_env = []  # folders the environment chose: named in the regenerate command, which may run elsewhere
         for key, (env, default) in ENV_DIRS.items():
             if getattr(args, key) is None and os.environ.get(env) == "":
                 ap.error(f"{env} is set but empty: unset it (default {default}) or set it to a folder")
+            if getattr(args, key) is None and os.environ.get(env):
+                from_env += [f"--{key.replace('_', '-')}", os.environ[env]]
             setattr(args, key, getattr(args, key) or Path(os.environ.get(env) or default))
         args.out = args.out or DEFAULT_OUT
         if (args.out / CURATED).exists():
             ap.error(f"{args.out} holds curated results ({args.out / CURATED}); regenerate them with `python "
                      f"scripts/report.py --curated {curated_name(args.out)}`, or write elsewhere with --out DIR")
-        command = " ".join(["python scripts/report.py", *(shlex.quote(str(a)) for a in given)])
+        command = " ".join(["python scripts/report.py", *(shlex.quote(str(a)) for a in [*from_env, *given])])
     if args.size == "popularity":
         try:
             read_popularity(args.popularity_csv)
@@ -263,15 +266,17 @@ def main(argv: list[str] | None = None) -> int:
             sections.append(f"## Table 2: efficiency ({mode} mode)\n\n{markdown}\n"
                             f"![Cost against length, {mode} mode](scaling_{mode}.png)\n")
 
-    # Figure 3: speed from the benchmark cells, else from the run records themselves
-    speed = cells if not cells.empty else cells_from_runs(runs, profile)
-    if not t1.empty and not speed.empty:
+    # Figure 3: speed from the benchmark cells, else (none, or none plottable) from the run records themselves
+    if not t1.empty and not (cells.empty and cells_from_runs(runs, profile).empty):
         try:
             scores = t1 if args.score_task is None else task_scores(t1, args.score_task, profile)
-            fig = bubble_chart(scores, speed, out / "bubble.png", size=args.size, popularity_csv=args.popularity_csv,
-                               overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
-                               score_task=args.score_task,
-                               chance=majority_rate(runs, profile, args.score_task, scored_tasks(t1, profile)))
+            fig, stood_in = draw_with_speed(
+                lambda speed: bubble_chart(scores, speed, out / "bubble.png", size=args.size,
+                                           popularity_csv=args.popularity_csv, overlay_paper=args.overlay_paper,
+                                           x=args.x, profile=profile, title=args.title, score_task=args.score_task,
+                                           chance=majority_rate(runs, profile, args.score_task,
+                                                                scored_tasks(t1, profile))),
+                cells, runs, profile)
         except ValueError as e:
             skipped.append(f"bubble chart: {e}")
         else:
@@ -280,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
+            if stood_in:
+                note += (f"The benchmark cells under `{args.bench_dir}` gave no point ({stood_in}), so the run records "
+                         "stand in for them.\n\n")
             if meta.get("busy_left_out"):
                 note += (f"{meta['busy_left_out']} benchmark cell(s) at N={meta['n']} were timed while other work "
                          "used the cores and are left out (Table 2 marks them; `machine.other_cores` in each "
@@ -310,14 +318,15 @@ def main(argv: list[str] | None = None) -> int:
                                                f"Regenerate: `{command}`\n\n{mdp}\n")
         written += [f"table1_{name}.md", f"table1_{name}.csv"]
         section = f"## Protocol: {label}\n\n{mdp}\n"
-        speed_p = cells if not cells.empty else cells_from_runs(subset, profile)
         try:
             scores = tp if args.score_task is None else task_scores(tp, args.score_task, profile)
-            fig = bubble_chart(scores, speed_p, out / f"bubble_{name}.png", size=args.size,
-                               popularity_csv=args.popularity_csv, overlay_paper=args.overlay_paper, x=args.x,
-                               profile=profile, title=args.title, score_task=args.score_task,
-                               chance=majority_rate(subset, profile, args.score_task, scored_tasks(tp, profile)),
-                               protocol=label)
+            chance = majority_rate(subset, profile, args.score_task, scored_tasks(tp, profile))
+            fig, stood_in = draw_with_speed(
+                lambda speed, scores=scores, name=name, label=label, chance=chance: bubble_chart(
+                    scores, speed, out / f"bubble_{name}.png", size=args.size, popularity_csv=args.popularity_csv,
+                    overlay_paper=args.overlay_paper, x=args.x, profile=profile, title=args.title,
+                    score_task=args.score_task, protocol=label, chance=chance),
+                cells, subset, profile)
         except ValueError as e:
             skipped.append(f"bubble chart of protocol {label}: {e}")
         else:
@@ -327,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
                         "the same per-step training throughput as every protocol's chart (the benchmark's, or the "
                         "fine-tune's own from the records): the pretraining's cost is not on this axis but in the "
                         "protocol-effect table.\n")
+            if stood_in:
+                section += (f"\nThe benchmark cells gave no point ({stood_in}), so this chart's speed is the run "
+                            "records' own.\n")
         sections.append(section)
     if any(label != SCRATCH for label in protocols):
         effects, spread = protocol_effects(every_run, args.profile), protocol_spread(every_run, args.profile)

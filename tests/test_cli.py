@@ -55,6 +55,65 @@ def test_unknown_attention_lists_valid_options(tmp_path):
     assert not records(tmp_path)
 
 
+@pytest.mark.parametrize("text, said", [
+    ("_target_: lra_bench.attention.softmax.SoftmaxAttention\nattn_dropout: [0.1\n",
+     "mine.yaml: not valid YAML at line 3, column 1: while parsing a flow sequence (begun at line 2, column 15)"),
+    ("_target_: lra_bench.attention.softmax.SoftmaxAttention\n\tattn_dropout: 0.1\n",
+     "mine.yaml: not valid YAML at line 2, column 1"),
+])
+def test_a_config_file_that_is_not_yaml_is_named_with_its_line_not_a_traceback(tmp_path, text, said):
+    (tmp_path / "mine" / "attention").mkdir(parents=True)
+    (tmp_path / "mine" / "attention" / "mine.yaml").write_text(text)
+    proc = run_cli(tmp_path, "attention=mine", "profile=smoke", f"hydra.searchpath=[file://{tmp_path / 'mine'}]")
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not records(tmp_path)
+
+
+@pytest.mark.parametrize("text, said", [
+    ("_target_: lra_bench.attention.softmax.SoftmaxAttention\n_partial_: true\nattn_dropot: 0.1\n",
+     "attention=mine (class SoftmaxAttention): unknown option 'attn_dropot' (did you mean 'attn_dropout'?)"),
+    ("_target_: lra_bench.attention.softmax.SoftmaxAttention\nattn_dropout: 0.1\n",
+     "attention=mine (class SoftmaxAttention): its config file (attention/mine.yaml"),
+])
+def test_a_mistake_in_your_own_attention_config_is_said_under_the_option_you_chose(tmp_path, text, said):
+    """Your config for a built-in class (attention=mine pointing at SoftmaxAttention): the message names your option,
+    not the class's own name (it said attention=softmax, a file you never touched)."""
+    (tmp_path / "mine" / "attention").mkdir(parents=True)
+    (tmp_path / "mine" / "attention" / "mine.yaml").write_text(text)
+    proc = run_cli(tmp_path, "attention=mine", "profile=smoke", f"hydra.searchpath=[file://{tmp_path / 'mine'}]")
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+    assert not records(tmp_path)
+
+
+def test_a_sweep_override_some_choices_lack_names_them_before_any_job(tmp_path):
+    """Hydra checks every job's config before the first and stops the sweep with "Key 'nb_features' is not in
+    struct", naming no variant; the harness names the choices that lack the key and the ones that have it."""
+    proc = run_cli(tmp_path, "-m", "attention=performer,softmax,linear", "attention.nb_features=16", "profile=smoke",
+                   f"hydra.sweep.dir={tmp_path / 'multirun'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert ("attention=softmax, one of your sweep's choices: attention.nb_features: no such key in attention\n"
+            in proc.stderr)
+    assert "Lacking it: attention=softmax,linear; having it: attention=performer." in proc.stderr
+    assert "not in struct" not in proc.stderr
+    assert not records(tmp_path) and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.parametrize("args, said", [
+    (["attention=perfomer"], "did you mean attention=performer?"),
+    (["-m", "attention=softmax,perfomer"], "did you mean attention=performer?"),  # every choice of a sweep
+    (["bench.repeatz=3"], "did you mean bench.repeats=3?"),
+])
+def test_the_benchmark_says_which_option_or_key_was_meant(tmp_path, args, said):
+    """scripts/benchmark.py checks its overrides as run.py does: one line with the closest valid name, no cell run."""
+    env = {**os.environ, "LRA_BENCH_DIR": str(tmp_path / "bench")}
+    proc = subprocess.run([sys.executable, "scripts/benchmark.py", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
+    assert not (tmp_path / "bench").exists()
+
+
 @pytest.mark.parametrize("group, bad", [("task", "listopz"), ("profile", "gpu_huge")])
 def test_unknown_task_or_profile_lists_valid_options(tmp_path, group, bad):
     proc = run_cli(tmp_path, f"{group}={bad}")

@@ -26,12 +26,13 @@ from tests.conftest import ROOT, compose_run
 
 ARGS = ["profile=smoke", "model.dropout=0.0", "attention.attn_dropout=0.0", "trainer.max_steps=20",
         "trainer.eval_every=10", "trainer.batch_size=16"]
+JOB_MARK = "LRA_TEST_JOB"  # in each job's environment: its ranks are found even when torchrun has died
 TIMEOUT_S = 300  # the whole torchrun job; a collective gives up after LRA_DIST_TIMEOUT_S (below) and says where
 
 
 def env_for(tmp_path: Path, name: str) -> dict[str, str]:
     return {**os.environ, "LRA_RESULTS_DIR": str(tmp_path / name), "LRA_CACHE_DIR": str(tmp_path / "cache"),
-            "OMP_NUM_THREADS": "1", "LRA_DIST_TIMEOUT_S": "120", "PYTHONFAULTHANDLER": "1"}
+            "OMP_NUM_THREADS": "1", "LRA_DIST_TIMEOUT_S": "120", "PYTHONFAULTHANDLER": "1", JOB_MARK: str(tmp_path)}
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -42,10 +43,11 @@ def launch(tmp_path: Path, name: str, prefix: list[str], args: list[str] = ARGS)
                             stderr=subprocess.STDOUT, text=True, process_group=0)  # its own group: the ranks too
     try:
         out, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:  # what each rank printed last, not only that it hung
-        os.killpg(proc.pid, signal.SIGKILL)  # a SIGKILLed torchrun alone leaves its ranks blocked in a collective
-        out, _ = proc.communicate()
-        pytest.fail(f"the torchrun job did not end in {TIMEOUT_S} s; its output's end:\n{out[-6000:]}")
+    except subprocess.TimeoutExpired:  # where each rank waits and what it printed last, not only that it hung
+        end_hung_job(proc, str(tmp_path))
+        out, _ = proc.communicate(timeout=60)
+        pytest.fail(f"the torchrun job did not end in {TIMEOUT_S} s; its output's end (a hung rank's stacks "
+                    f"last):\n{out[-12000:]}")
     assert proc.returncode == 0, out[-3000:]
     (record,) = read_records(tmp_path / name)
     return record
@@ -71,6 +73,33 @@ def test_ddp_two_processes_match_single_process(tmp_path):
     # examples/s counts the global batch (both ranks' halves)
     t = ddp["throughput"]
     assert t["examples_per_s"] == t["steps_per_s"] * 16
+
+
+def end_hung_job(proc: subprocess.Popen, job: str) -> None:
+    """Stop a torchrun job and every rank of it. torchrun starts each rank in its own session, so killing torchrun's
+    group leaves them running (orphaned when torchrun dies first), blocked in a collective and holding the test's
+    output pipe: the test would wait for ever. The ranks are found by the job's mark in their environment. SIGABRT
+    first: with PYTHONFAULTHANDLER set, each writes every thread's stack to the job's output."""
+    ranks = job_pids(job)
+    for signum in (signal.SIGABRT, signal.SIGKILL):
+        for pid in ranks:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        if ranks and signum == signal.SIGABRT:
+            time.sleep(2)  # the stack dumps
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def job_pids(job: str) -> list[int]:
+    """The processes (torchrun and its ranks, orphaned or not) whose environment carries ``LRA_TEST_JOB=job``."""
+    mark, found = f"{JOB_MARK}={job}".encode(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if mark in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
 
 
 def rank_pids(parent: int) -> dict[int, int]:
@@ -109,8 +138,7 @@ def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_
         os.kill(ranks[1], signal.SIGTERM)
         proc.wait(timeout=120)  # a hang here is the bug
     finally:  # the ranks too: a SIGKILLed torchrun leaves its workers running, blocked in a collective
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        end_hung_job(proc, str(tmp_path))
         proc.wait()
     text = log.read_text()
     assert proc.returncode != 0, text[-3000:]
@@ -123,6 +151,50 @@ def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_
     resumed = launch(tmp_path, "ddp", TORCHRUN, args)
     assert resumed["restarts"] == 1
     assert resumed["evals"] == single["evals"] and resumed["test_acc"] == single["test_acc"]
+
+
+STUCK = """
+import sys, time
+from lra_bench.infra import distributed
+from lra_bench.infra.distributed import DistInfo
+how = sys.argv[1]
+distributed.TEARDOWN_S = 1.0
+distributed.dist.is_initialized = lambda: True
+distributed.dist.barrier = lambda: None
+if how == "hangs":
+    distributed.dist.destroy_process_group = lambda: time.sleep(120)  # what one rank did in CI
+elif how == "fails":
+    def gone(): raise RuntimeError("Connection closed by peer")
+    distributed.dist.destroy_process_group = gone
+else:
+    distributed.dist.destroy_process_group = lambda: None
+distributed.teardown(DistInfo(rank=1, world=2), exit_code=75)
+if how == "gil":  # a stuck call that holds the GIL: no Python thread runs, faulthandler's does
+    with distributed.exit_if_stuck(0.5, 75, "a GIL-holding loop", backstop_s=1.0):
+        sum(range(10**12))
+time.sleep(2.5)  # past the watchdog's time: it must not fire once teardown finished
+print("ended by itself", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how, code, said", [
+    ("hangs", 75, "rank 1: leaving the process group did not finish in 1 s: ending this process with code 75"),
+    ("fails", 0, "rank 1: leaving the process group failed (Connection closed by peer); the run's outcome stands"),
+    ("leaves", 0, "ended by itself"),
+    ("gil", 1, "Timeout (0:00:01"),
+])
+def test_a_rank_stuck_leaving_the_group_ends_with_its_own_code_and_its_stacks(how, code, said):
+    """CI once waited ~11 min on one rank that never returned from leaving the group after its run's record was
+    written (the collective timeout does not bound it): now it ends after TEARDOWN_S with the code the run would
+    have ended with, and every thread's stack on stderr to say where it was."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", STUCK, how], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == code and said in out, out[-3000:]
+    assert ("ended by itself" in out) == (how in ("fails", "leaves"))
+    if how in ("hangs", "gil"):  # the stacks: where the process was stuck
+        assert re.search(r'File ".*", line \d+ in ' + ("teardown" if how == "hangs" else "<module>"), out), out
+        assert time.monotonic() - t0 < 30
 
 
 def test_the_collective_timeout_comes_from_the_environment_and_a_bad_value_says_what_to_give(monkeypatch):

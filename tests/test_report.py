@@ -512,3 +512,28 @@ def test_the_notebook_shows_your_own_results_when_there_are_any_and_says_so(tmp_
     runs, bench, line = report_source(tmp_path, {"LRA_REPORT_DIR": str(tmp_path / "r"), "LRA_RESULTS_DIR": str(mine)})
     assert (runs, bench) == (tmp_path / "r/runs", tmp_path / "r/bench")
     assert line == f"showing {tmp_path / 'r'} (LRA_REPORT_DIR)"
+
+
+def test_benchmark_cells_all_timed_busy_leave_the_chart_to_the_run_records(store, tmp_path, report_script,
+                                                                           monkeypatch):
+    """On a busy machine every benchmark cell is left out of the chart; the report then draws it from the run records'
+    own speed and says why, instead of drawing nothing (and removing the records-based chart it drew before). The
+    folders come from LRA_RESULTS_DIR / LRA_BENCH_DIR here: the regenerate command names them."""
+    for path in (store / "bench").glob("cell*.json"):
+        cell = json.loads(path.read_text())
+        cell.pop("checksum")
+        cell["machine"] = {"busy": True, "other_cores": 1.8, "usable_cores": 2, "threads": 2, "cpu": "test cpu"}
+        path.write_text(json.dumps(signed(cell)))
+    out = tmp_path / "out"
+    monkeypatch.setenv("LRA_RESULTS_DIR", str(store / "runs"))
+    monkeypatch.setenv("LRA_BENCH_DIR", str(store / "bench"))
+    res = report_script("--out", out, "--profile", "cpu")
+    assert res.returncode == 0, res.stderr
+    report = (out / "REPORT.md").read_text()
+    assert (f"python scripts/report.py --runs-dir {store / 'runs'} --bench-dir {store / 'bench'} --out {out} "
+            "--profile cpu\n") in report
+    assert "![LRA bubble chart](bubble.png)" in report and (out / "bubble.png").stat().st_size > 0
+    assert f"The benchmark cells under `{store / 'bench'}` gave no point (" in report
+    assert "other work used" in report and "Speed and memory: the runs' own training throughput" in report
+    points = pd.read_csv(out / "bubble.csv")
+    assert set(points[points.source == "ours"].attention) >= {"softmax", "linear"}

@@ -40,7 +40,8 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "`Plan` (task, model, trainer and logger settings, device, paths, hash) that everything below receives; "
      "`bench.py` the same for a benchmark config; `attention.py` resolves an attention config's class and returns "
      "the partial the encoder completes; `sections.py` holds the config hash, the config groups and `_target_` "
-     "resolution; `overrides.py` the 'did you mean' of misspelt command-line overrides."),
+     "resolution; `overrides.py` the 'did you mean' of misspelt command-line overrides (of every choice a "
+     "sweep makes); `yaml_syntax.py` names a config file that is not valid YAML, with its line."),
     ("models", ("lra_bench.models",),
      "The encoder and classifiers (`encoder.py`), the state-space block of `model=ssm` (`ssm.py`), Mega's own "
      "block and classifier of `model=mega` (`mega.py`)."),

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from lra_bench.attention.base import TokenMixer, list_attentions
 from lra_bench.checks import check_kwargs
-from lra_bench.config.sections import container, resolve_class
+from lra_bench.config.sections import container, group_choice, resolve_class
 from lra_bench.errors import ConfigError
 
 #: the only arguments the encoder passes to an attention class
@@ -36,12 +36,16 @@ def attention_name(cfg: DictConfig | dict[str, Any]) -> str:
 
 
 def build_attention_factory(cfg: DictConfig | dict[str, Any]) -> Callable[..., TokenMixer]:
-    """Validate an attention config against its class and return the partial the encoder completes."""
+    """Validate an attention config against its class and return the partial the encoder completes. Errors name
+    the option the user chose (``attention=mine``, a config of their own) and the class only where they differ."""
     cls = attention_class(cfg)
+    option = group_choice("attention") or cls.name  # outside a Hydra app (the Compose API): the class's name
+    where = f"attention={option}" if option == cls.name else f"attention={option} (class {cls.__name__})"
     if cfg.get("_partial_") is not True:
-        raise ConfigError(f"configs/attention/{cls.name}.yaml must set `_partial_: true`")
+        raise ConfigError(f"{where}: its config file (attention/{option}.yaml in configs/ or in your "
+                          "own config folder) must set `_partial_: true`")
     knobs: dict[str, Any] = {
         k: v for k, v in container(cfg).items() if k not in ("_target_", "_partial_")
     }
-    check_kwargs(cls, knobs, where=f"attention={cls.name}", supplied=ENCODER_SUPPLIED, prefix="attention")
+    check_kwargs(cls, knobs, where=where, supplied=ENCODER_SUPPLIED, prefix="attention")
     return functools.partial(cls, **knobs)

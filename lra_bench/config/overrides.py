@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from lra_bench.checks import closest
 from lra_bench.config.mixers import registered_options
+from lra_bench.config.yaml_syntax import yaml_syntax_problem
 
 #: flags that select another primary config: the check is skipped then
 CONFIG_FLAGS = ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd")
@@ -117,6 +118,8 @@ def check_overrides(args: Sequence[str], config_dir: Path, config_name: str) -> 
     except Exception:  # noqa: BLE001 - a syntax error: Hydra's own message is the right one
         return None
     extra = search_path(overrides)
+    if (broken := yaml_syntax_problem([config_dir, *(extra or [])])) is not None:
+        return broken  # Hydra's answer: a 40-frame traceback through its defaults list
     if extra is None:
         return None  # a pkg:// search path: its options cannot be listed here, Hydra checks them itself
     groups, keys = [], []
@@ -143,4 +146,32 @@ def check_overrides(args: Sequence[str], config_dir: Path, config_name: str) -> 
     for o in keys:
         if (problem := bad_key(cfg, o)) is not None:
             return problem
+    return bad_key_in_a_sweep_choice(config_dir, config_name, groups, keys, extra)
+
+
+def bad_key_in_a_sweep_choice(config_dir: Path, config_name: str, groups: list[Override], keys: list[Override],
+                              extra: list[Path]) -> str | None:
+    """A key the first choice of a swept group has but another lacks (``-m attention=performer,softmax
+    attention.nb_features=64``): Hydra would stop the whole sweep before its first job with "Key 'nb_features' is
+    not in struct" and no word of which choice lacks it. Each other choice is composed once (the other groups at
+    their first choice); the message names the choice and the ones that have the key."""
+    for g, swept in enumerate(groups):
+        values = override_values(swept) if swept.is_sweep_override() else []
+        lacking: dict[str, str] = {}  # choice -> what bad_key says of it
+        for value in values[1:]:
+            single = OverridesParser.create().parse_overrides([f"{swept.get_key_element()}={value}"])
+            cfg = compose_groups(config_dir, config_name, [*groups[:g], *single, *groups[g + 1:]], extra)
+            if cfg is None:
+                continue  # Hydra says what is wrong with this choice itself
+            problem = next((p for o in keys if (p := bad_key(cfg, o)) is not None), None)
+            if problem is not None:
+                lacking[value] = problem
+        if lacking:
+            first, problem = next(iter(lacking.items()))
+            having = [v for v in values if v not in lacking]
+            group = swept.key_or_group
+            return (f"{group}={first}, one of your sweep's choices: {problem}\nLacking it: {group}="
+                    f"{','.join(lacking)}; having it: {group}={','.join(having)}. Hydra would stop the whole sweep "
+                    f"before its first job: sweep {group}={','.join(lacking)} without this override, in a sweep of "
+                    "its own")
     return None

@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -28,6 +27,7 @@ from lra_bench.config.sections import (
     CONFIG_DIR,
     config_hash,
     container,
+    group_choice,
     group_options,
     resolve_class,
     run_container,
@@ -118,13 +118,6 @@ class Plan:
         one config with different results folders never resume or remove each other's checkpoints."""
         owner = stable_hash(str(self.results_dir.resolve()))[:8]
         return inside(self.cache_dir / "checkpoints", self.task.name, self.attention, f"{self.run_dir.name}-{owner}")
-
-
-def group_choice(group: str) -> str | None:
-    """The option of ``group`` Hydra composed (``task=text`` -> "text"); None outside a Hydra app (Compose API)."""
-    if not HydraConfig.initialized():
-        return None
-    return HydraConfig.get().runtime.choices.get(group)
 
 
 def check_name(group: str, name: Any, composed: list[str]) -> None:

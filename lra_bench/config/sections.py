@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
@@ -21,6 +22,13 @@ T = TypeVar("T")
 
 #: the config groups of this checkout (configs/<group>/<name>.yaml)
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def group_choice(group: str) -> str | None:
+    """The option of ``group`` Hydra composed (``task=text`` -> "text"); None outside a Hydra app (Compose API)."""
+    if not HydraConfig.initialized():
+        return None
+    return HydraConfig.get().runtime.choices.get(group)
 
 
 def container(section: DictConfig | dict[str, Any]) -> dict[str, Any]:

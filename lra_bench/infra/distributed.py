@@ -11,9 +11,14 @@ seconds (default 1800, as PyTorch's) raises instead of hanging the job.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import faulthandler
 import logging
 import os
+import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +27,7 @@ import torch.distributed as dist
 from lra_bench.errors import ConfigError
 
 TIMEOUT_ENV = "LRA_DIST_TIMEOUT_S"
+TEARDOWN_S = 60.0  # leaving the group, after the run's last collective: a rank past this ends without it
 
 
 @dataclass
@@ -102,7 +108,46 @@ def max_over_ranks(value: float | None, info: DistInfo) -> float | None:
     return _max(float(value))
 
 
-def teardown(info: DistInfo) -> None:
-    if info.enabled and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+def teardown(info: DistInfo, exit_code: int) -> None:
+    """Leave the process group together (a barrier, then ``destroy_process_group``), every rank at the same point.
+    Leaving can hang one rank for good after the others have gone (seen in CI, once in many runs: gloo's teardown
+    waiting on a peer that had exited; pytorch/pytorch#75097), and the collective timeout does not bound it: past
+    ``TEARDOWN_S`` seconds this process writes every thread's stack to stderr and ends with ``exit_code``, the code
+    it would have ended with (its record is written by then, or its checkpoint)."""
+    if not (info.enabled and dist.is_initialized()):
+        return
+    with exit_if_stuck(TEARDOWN_S, exit_code, f"rank {info.rank}: leaving the process group"):
+        try:
+            dist.barrier()
+            dist.destroy_process_group()
+        except RuntimeError as e:  # a peer that ended first (its own watchdog): the run's outcome stands
+            logging.getLogger(__name__).warning("rank %d: leaving the process group failed (%s); the run's outcome "
+                                                "stands", info.rank, str(e).splitlines()[0] if str(e) else type(e))
+
+
+@contextlib.contextmanager
+def exit_if_stuck(seconds: float, exit_code: int, what: str, backstop_s: float = 60.0) -> Iterator[None]:
+    """End the process with ``exit_code`` when the block has not finished in ``seconds``: a watchdog thread logs
+    the hang and every thread's stack, then ``os._exit`` (no cleanup that could hang again). When a stuck call
+    holds the GIL, so that no Python thread runs, faulthandler's own thread (C, no GIL) dumps the stacks and exits
+    (code 1) ``backstop_s`` seconds later."""
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        logging.getLogger(__name__).warning("%s did not finish in %.0f s: ending this process with code %d (its "
+                                            "stacks follow)", what, seconds, exit_code)
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
+
+    watchdog = threading.Thread(target=watch, name="teardown-watchdog", daemon=True)
+    watchdog.start()
+    faulthandler.dump_traceback_later(seconds + backstop_s, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        done.set()

@@ -13,11 +13,15 @@ With several seeds per variant, the quartiles of their step times give the horiz
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import numpy as np
 import pandas as pd
 
 from lra_bench.reports.table1 import scored_runs
 
+T = TypeVar("T")
 SOURCE = "records"
 LEFT_OUT = "left_out"  # cells.attrs key: attention -> why its records are not on the chart
 
@@ -65,3 +69,23 @@ def cells_from_runs(runs: pd.DataFrame, profile: str | None) -> pd.DataFrame:
     cells = cells[same].reset_index(drop=True)
     cells.attrs[LEFT_OUT] = left_out
     return cells
+
+
+def draw_with_speed(draw: Callable[[pd.DataFrame], T], cells: pd.DataFrame, runs: pd.DataFrame,
+                    profile: str | None) -> tuple[T, str]:
+    """``draw(speed)`` with the benchmark cells as the speed, or the run records' own when there are no cells or the
+    cells give no point (every one timed while other work used the cores, none at the profile's setting). Returns
+    what ``draw`` made and why the records stood in for the cells ('' when they did not). ValueError when neither
+    source can be drawn, with both reasons."""
+    if cells.empty:
+        return draw(cells_from_runs(runs, profile)), ""
+    try:
+        return draw(cells), ""
+    except ValueError as from_cells:
+        records = cells_from_runs(runs, profile)
+        if records.empty:
+            raise
+        try:
+            return draw(records), str(from_cells)
+        except ValueError as from_records:
+            raise ValueError(f"{from_cells}; from the run records' own speed: {from_records}") from from_records

@@ -29,7 +29,15 @@ from torch.nn.parallel import DistributedDataParallel
 import lra_bench
 from lra_bench.config.plan import Plan, plan, use_deterministic_algorithms
 from lra_bench.data.cache import CachedSplits
-from lra_bench.errors import CheckpointMismatch, ConfigError, LRABenchError, RunFailed, RunInProgress
+from lra_bench.errors import (
+    EXIT_FAILED,
+    CheckpointMismatch,
+    ConfigError,
+    LRABenchError,
+    RunFailed,
+    RunInProgress,
+    exit_code_for,
+)
 from lra_bench.infra import distributed
 from lra_bench.infra.loggers import LoggerSettings, build_logger
 from lra_bench.infra.machine import CoreUse
@@ -358,9 +366,10 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     peak = outcome.result.peak_memory_bytes if outcome.result else None
     if together:
         peak = distributed.max_over_ranks(peak, dinfo)
+    ends_with = 0 if outcome.status == "ok" else EXIT_FAILED  # the code run.py ends with for this outcome
     if not dinfo.is_main:
         if together:
-            distributed.teardown(dinfo)
+            distributed.teardown(dinfo, ends_with)
         return {"status": outcome.status, "message": outcome.message, "rank": dinfo.rank,
                 "test_acc": outcome.test_acc}
     record = record_header(p, outcome.status, outcome.message)
@@ -388,7 +397,7 @@ def _run_locked(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, started
     if outcome.status in SKIP_STATUSES:  # finished: the record is the result. Otherwise keep them: a rerun resumes
         checkpoint.clear(ckpt_dir)
     if together:
-        distributed.teardown(dinfo)
+        distributed.teardown(dinfo, ends_with)
     log.info("record written to %s (status %s, test acc %s)", path, outcome.status, outcome.test_acc)
     return record
 
@@ -435,7 +444,7 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
     except Preempted as e:
         logger.finish(exit_code=1)
         if e.step is not None:  # every rank stopped at this step boundary (any_rank): they leave the group together
-            distributed.teardown(dinfo)
+            distributed.teardown(dinfo, exit_code_for(e.signal))
         raise  # outside the training loop a signal may have reached this rank alone: no collective, torchrun stops all
     except Diverged as e:
         stop.phase, stop.polling = "writing the record", True
