@@ -1,5 +1,5 @@
 """Errors the harness raises on bad input (each message says what is wrong and how to fix it), and the exit codes a
-run ends with. Imports nothing: ``run.py`` reads the codes before its signal handlers and slow imports."""
+run ends with. Imports only ``signal``: ``run.py`` reads the codes before its signal handlers and slow imports."""
 
 import signal
 

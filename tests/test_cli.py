@@ -55,13 +55,32 @@ def test_unknown_attention_lists_valid_options(tmp_path):
     assert not records(tmp_path)
 
 
+def test_only_the_files_hydra_may_load_are_checked(tmp_path):
+    """A search-path folder may be a project root: YAML in dot-folders (.github, .hydra) or deeper than a group
+    (run outputs) is not a config, and a broken one there stops nothing."""
+    from lra_bench.config.yaml_syntax import config_files, yaml_syntax_problem
+
+    for where in ("", "attention", ".github/workflows", ".hydra", "outputs/2026-12-05/12-00-00"):
+        (tmp_path / where).mkdir(parents=True, exist_ok=True)
+        (tmp_path / where / "x.yaml").write_text("a: 1\n" if where in ("", "attention") else "x: [\n")
+    assert config_files(tmp_path) == [tmp_path / "x.yaml", tmp_path / "attention" / "x.yaml"]
+    assert yaml_syntax_problem([tmp_path]) is None
+    (tmp_path / "attention" / "x.yaml").write_text("a: [1\n")
+    assert yaml_syntax_problem([tmp_path]).startswith(f"{tmp_path / 'attention' / 'x.yaml'}: not valid YAML at line 2")
+
+
 @pytest.mark.parametrize("text, said", [
     ("_target_: lra_bench.attention.softmax.SoftmaxAttention\nattn_dropout: [0.1\n",
      "mine.yaml: not valid YAML at line 3, column 1: while parsing a flow sequence (begun at line 2, column 15)"),
     ("_target_: lra_bench.attention.softmax.SoftmaxAttention\n\tattn_dropout: 0.1\n",
      "mine.yaml: not valid YAML at line 2, column 1"),
+    ("_target_: lra_bench.attention.softmax.SoftmaxAttention\nattn_dropout:\t0.1\n",  # libyaml would accept it
+     "mine.yaml: not valid YAML at line 2, column 14: while scanning for the next token; found character '\\t'"),
+    ("_target_: lra_bench.attention.softmax.SoftmaxAttention\n---\nattn_dropout: 0.1\n",
+     "mine.yaml: not valid YAML at line 2, column 1: expected a single document in the stream"),
 ])
 def test_a_config_file_that_is_not_yaml_is_named_with_its_line_not_a_traceback(tmp_path, text, said):
+    """Hydra's verdict (OmegaConf's loader), said in one line."""
     (tmp_path / "mine" / "attention").mkdir(parents=True)
     (tmp_path / "mine" / "attention" / "mine.yaml").write_text(text)
     proc = run_cli(tmp_path, "attention=mine", "profile=smoke", f"hydra.searchpath=[file://{tmp_path / 'mine'}]")
@@ -74,7 +93,8 @@ def test_a_config_file_that_is_not_yaml_is_named_with_its_line_not_a_traceback(t
     ("_target_: lra_bench.attention.softmax.SoftmaxAttention\n_partial_: true\nattn_dropot: 0.1\n",
      "attention=mine (class SoftmaxAttention): unknown option 'attn_dropot' (did you mean 'attn_dropout'?)"),
     ("_target_: lra_bench.attention.softmax.SoftmaxAttention\nattn_dropout: 0.1\n",
-     "attention=mine (class SoftmaxAttention): its config file (attention/mine.yaml"),
+     "attention=mine (class SoftmaxAttention): the attention config must set `_partial_: true` (in "
+     "attention/mine.yaml"),
 ])
 def test_a_mistake_in_your_own_attention_config_is_said_under_the_option_you_chose(tmp_path, text, said):
     """Your config for a built-in class (attention=mine pointing at SoftmaxAttention): the message names your option,
@@ -86,10 +106,12 @@ def test_a_mistake_in_your_own_attention_config_is_said_under_the_option_you_cho
     assert not records(tmp_path)
 
 
-def test_a_sweep_override_some_choices_lack_names_them_before_any_job(tmp_path):
+@pytest.mark.parametrize("choices", ["performer,softmax,linear", "softmax,linear,performer"])
+def test_a_sweep_override_some_choices_lack_names_them_before_any_job(tmp_path, choices):
     """Hydra checks every job's config before the first and stops the sweep with "Key 'nb_features' is not in
-    struct", naming no variant; the harness names the choices that lack the key and the ones that have it."""
-    proc = run_cli(tmp_path, "-m", "attention=performer,softmax,linear", "attention.nb_features=16", "profile=smoke",
+    struct", naming no variant; the harness names the choices that lack the key and the ones that have it, whichever
+    comes first."""
+    proc = run_cli(tmp_path, "-m", f"attention={choices}", "attention.nb_features=16", "profile=smoke",
                    f"hydra.sweep.dir={tmp_path / 'multirun'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert ("attention=softmax, one of your sweep's choices: attention.nb_features: no such key in attention\n"

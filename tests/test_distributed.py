@@ -7,7 +7,9 @@ import contextlib
 import logging
 import os
 import re
+import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,7 +42,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 def launch(tmp_path: Path, name: str, prefix: list[str], args: list[str] = ARGS) -> dict:
     proc = subprocess.Popen([*prefix, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, name), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, process_group=0)  # its own group: the ranks too
+                            stderr=subprocess.STDOUT, text=True, process_group=0,  # its own group
+                            preexec_fn=no_core_files)
     try:
         out, _ = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:  # where each rank waits and what it printed last, not only that it hung
@@ -79,9 +82,10 @@ def end_hung_job(proc: subprocess.Popen, job: str) -> None:
     """Stop a torchrun job and every rank of it. torchrun starts each rank in its own session, so killing torchrun's
     group leaves them running (orphaned when torchrun dies first), blocked in a collective and holding the test's
     output pipe: the test would wait for ever. The ranks are found by the job's mark in their environment. SIGABRT
-    first: with PYTHONFAULTHANDLER set, each writes every thread's stack to the job's output."""
-    ranks = job_pids(job)
+    first: with PYTHONFAULTHANDLER set, each writes every thread's stack to the job's output (no core file: the
+    jobs start with a core size limit of 0, ``no_core_files``)."""
     for signum in (signal.SIGABRT, signal.SIGKILL):
+        ranks = job_pids(job)  # again before SIGKILL: a pid the dump ended may be another process's by now
         for pid in ranks:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
@@ -89,6 +93,11 @@ def end_hung_job(proc: subprocess.Popen, job: str) -> None:
             time.sleep(2)  # the stack dumps
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def no_core_files() -> None:
+    """In a job's process before it starts (and so in its ranks): a SIGABRT writes stacks, not a core file."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def job_pids(job: str) -> list[int]:
@@ -127,7 +136,8 @@ def test_a_stop_signal_to_one_rank_stops_both_at_one_step_and_the_rerun_resumes_
     log = tmp_path / "first.log"
     with log.open("w") as out:
         proc = subprocess.Popen([*TORCHRUN, "run.py", *args], cwd=ROOT, env=env_for(tmp_path, "ddp"), stdout=out,
-                                stderr=subprocess.STDOUT, process_group=0)  # its own group: killed as one
+                                stderr=subprocess.STDOUT, process_group=0,  # its own group
+                                preexec_fn=no_core_files)
     try:
         deadline = time.monotonic() + 120
         while "step 30 " not in log.read_text():  # training, past the first steps of both ranks
@@ -161,13 +171,14 @@ how = sys.argv[1]
 distributed.TEARDOWN_S = 1.0
 distributed.dist.is_initialized = lambda: True
 distributed.dist.barrier = lambda: None
+def gone(): raise RuntimeError("Connection closed by peer")
+distributed.dist.destroy_process_group = lambda: print("destroyed", flush=True)
 if how == "hangs":
     distributed.dist.destroy_process_group = lambda: time.sleep(120)  # what one rank did in CI
 elif how == "fails":
-    def gone(): raise RuntimeError("Connection closed by peer")
     distributed.dist.destroy_process_group = gone
-else:
-    distributed.dist.destroy_process_group = lambda: None
+elif how == "barrier fails":
+    distributed.dist.barrier = gone
 distributed.teardown(DistInfo(rank=1, world=2), exit_code=75)
 if how == "gil":  # a stuck call that holds the GIL: no Python thread runs, faulthandler's does
     with distributed.exit_if_stuck(0.5, 75, "a GIL-holding loop", backstop_s=1.0):
@@ -180,7 +191,8 @@ print("ended by itself", flush=True)
 @pytest.mark.parametrize("how, code, said", [
     ("hangs", 75, "rank 1: leaving the process group did not finish in 1 s: ending this process with code 75"),
     ("fails", 0, "rank 1: leaving the process group failed (Connection closed by peer); the run's outcome stands"),
-    ("leaves", 0, "ended by itself"),
+    ("leaves", 0, "destroyed\nended by itself"),
+    ("barrier fails", 0, "rank 1: the last barrier failed (Connection closed by peer); the run's outcome stands"),
     ("gil", 1, "Timeout (0:00:01"),
 ])
 def test_a_rank_stuck_leaving_the_group_ends_with_its_own_code_and_its_stacks(how, code, said):
@@ -191,10 +203,44 @@ def test_a_rank_stuck_leaving_the_group_ends_with_its_own_code_and_its_stacks(ho
     proc = subprocess.run([sys.executable, "-c", STUCK, how], cwd=ROOT, capture_output=True, text=True, timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode == code and said in out, out[-3000:]
-    assert ("ended by itself" in out) == (how in ("fails", "leaves"))
+    assert ("ended by itself" in out) == (how in ("fails", "leaves", "barrier fails"))
+    assert ("destroyed" in out) == (how in ("leaves", "barrier fails", "gil"))  # left even after a failed barrier
     if how in ("hangs", "gil"):  # the stacks: where the process was stuck
         assert re.search(r'File ".*", line \d+ in ' + ("teardown" if how == "hangs" else "<module>"), out), out
         assert time.monotonic() - t0 < 30
+
+
+SLOW_PEER = """
+import datetime, sys, time
+import torch.distributed as dist
+from lra_bench.infra import distributed
+from lra_bench.infra.distributed import DistInfo
+rank, port = int(sys.argv[1]), sys.argv[2]
+distributed.TEARDOWN_S = 2.0
+dist.init_process_group("gloo", rank=rank, world_size=2, init_method=f"tcp://127.0.0.1:{port}",
+                        timeout=datetime.timedelta(seconds=60))
+if rank == 0:
+    time.sleep(6)  # writing a large record or a checkpoint: slow, not stuck
+t0 = time.monotonic()
+distributed.teardown(DistInfo(rank=rank, world=2), exit_code=75)
+print(f"rank {rank} left after {time.monotonic() - t0:.1f} s", flush=True)
+"""
+
+
+def test_a_rank_that_reaches_the_end_first_waits_for_a_slow_peer_instead_of_ending(tmp_path):
+    """Rank 1 reaches the end while rank 0 still writes the record (or, when stopped, the checkpoint): it waits in
+    the barrier, bounded by the collective timeout, not by TEARDOWN_S -- which once ended it with the requeue code
+    and made torchrun stop rank 0 mid-write."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    procs = [subprocess.Popen([sys.executable, "-c", SLOW_PEER, str(rank), port], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+    outs = [proc.communicate(timeout=120)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outs
+    assert "rank 0 left after" in outs[0] and "did not finish" not in outs[1], outs
+    waited = float(re.search(r"rank 1 left after ([\d.]+) s", outs[1]).group(1))
+    assert waited > 2.0, outs  # longer than SLOW_PEER's TEARDOWN_S, in the barrier
 
 
 def test_the_collective_timeout_comes_from_the_environment_and_a_bad_value_says_what_to_give(monkeypatch):

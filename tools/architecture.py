@@ -77,9 +77,9 @@ LAYERS: list[tuple[str, tuple[str, ...], str]] = [
      "benchmark and every report), `predictions.py` (the per-example test predictions a record keeps), `files.py` "
      "(hashing and atomic writes), `migrate.py` (records carried across a change of the config layout)."),
     ("foundation", ("lra_bench",),
-     "`errors.py` (every error the harness raises; `ConfigError` for every bad knob) and `checks.py` (plain-dict "
-     "validation against signatures, the ranges annotations declare (`Range`), choices from `Literal`s, 'did you "
-     "mean'): no config library."),
+     "`errors.py` (every error the harness raises; `ConfigError` for every bad knob; the exit codes) and "
+     "`checks.py` (plain-dict validation against signatures, the ranges annotations declare (`Range`), choices "
+     "from `Literal`s, 'did you mean'): no config library."),
 ]
 
 

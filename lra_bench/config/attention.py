@@ -42,8 +42,8 @@ def build_attention_factory(cfg: DictConfig | dict[str, Any]) -> Callable[..., T
     option = group_choice("attention") or cls.name  # outside a Hydra app (the Compose API): the class's name
     where = f"attention={option}" if option == cls.name else f"attention={option} (class {cls.__name__})"
     if cfg.get("_partial_") is not True:
-        raise ConfigError(f"{where}: its config file (attention/{option}.yaml in configs/ or in your "
-                          "own config folder) must set `_partial_: true`")
+        raise ConfigError(f"{where}: the attention config must set `_partial_: true` (in attention/{option}.yaml, "
+                          "in configs/ or your own config folder; not removed on the command line)")
     knobs: dict[str, Any] = {
         k: v for k, v in container(cfg).items() if k not in ("_target_", "_partial_")
     }

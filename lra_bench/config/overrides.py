@@ -143,32 +143,35 @@ def check_overrides(args: Sequence[str], config_dir: Path, config_name: str) -> 
     cfg = compose_groups(config_dir, config_name, groups, extra)
     if cfg is None:
         return None
-    for o in keys:
-        if (problem := bad_key(cfg, o)) is not None:
-            return problem
-    return bad_key_in_a_sweep_choice(config_dir, config_name, groups, keys, extra)
+    first = next((problem for o in keys if (problem := bad_key(cfg, o)) is not None), None)
+    # a key some of a sweep's choices lack: said so, whichever choice comes first; a key none has: the plain message
+    return bad_key_in_some_choices(config_dir, config_name, groups, keys, extra) or first
 
 
-def bad_key_in_a_sweep_choice(config_dir: Path, config_name: str, groups: list[Override], keys: list[Override],
-                              extra: list[Path]) -> str | None:
-    """A key the first choice of a swept group has but another lacks (``-m attention=performer,softmax
+def bad_key_in_some_choices(config_dir: Path, config_name: str, groups: list[Override], keys: list[Override],
+                            extra: list[Path]) -> str | None:
+    """A key some choices of a swept group have and others lack (``-m attention=performer,softmax
     attention.nb_features=64``): Hydra would stop the whole sweep before its first job with "Key 'nb_features' is
-    not in struct" and no word of which choice lacks it. Each other choice is composed once (the other groups at
-    their first choice); the message names the choice and the ones that have the key."""
+    not in struct" and no word of which choice lacks it. Each choice is composed once (the other groups at their
+    first choice); the message names the choices that lack the key and those that have it. None when no swept
+    group has choices on both sides (a key that no choice has gets the plain 'did you mean')."""
     for g, swept in enumerate(groups):
-        values = override_values(swept) if swept.is_sweep_override() else []
+        if not swept.is_sweep_override():
+            continue
         lacking: dict[str, str] = {}  # choice -> what bad_key says of it
-        for value in values[1:]:
+        having: list[str] = []
+        for value in override_values(swept):
             single = OverridesParser.create().parse_overrides([f"{swept.get_key_element()}={value}"])
             cfg = compose_groups(config_dir, config_name, [*groups[:g], *single, *groups[g + 1:]], extra)
             if cfg is None:
                 continue  # Hydra says what is wrong with this choice itself
             problem = next((p for o in keys if (p := bad_key(cfg, o)) is not None), None)
-            if problem is not None:
+            if problem is None:
+                having.append(value)
+            else:
                 lacking[value] = problem
-        if lacking:
+        if lacking and having:
             first, problem = next(iter(lacking.items()))
-            having = [v for v in values if v not in lacking]
             group = swept.key_or_group
             return (f"{group}={first}, one of your sweep's choices: {problem}\nLacking it: {group}="
                     f"{','.join(lacking)}; having it: {group}={','.join(having)}. Hydra would stop the whole sweep "

@@ -109,20 +109,30 @@ def max_over_ranks(value: float | None, info: DistInfo) -> float | None:
 
 
 def teardown(info: DistInfo, exit_code: int) -> None:
-    """Leave the process group together (a barrier, then ``destroy_process_group``), every rank at the same point.
-    Leaving can hang one rank for good after the others have gone (seen in CI, once in many runs: gloo's teardown
-    waiting on a peer that had exited; pytorch/pytorch#75097), and the collective timeout does not bound it: past
-    ``TEARDOWN_S`` seconds this process writes every thread's stack to stderr and ends with ``exit_code``, the code
-    it would have ended with (its record is written by then, or its checkpoint)."""
+    """Leave the process group together: a barrier (bounded by the collective timeout, ``LRA_DIST_TIMEOUT_S``: a
+    rank that comes first waits there while rank 0 writes the record or a checkpoint), then
+    ``destroy_process_group``. That last call has no timeout and once, in CI, never returned on one rank after the
+    record was written (gloo's teardown; pytorch/pytorch#75097): past ``TEARDOWN_S`` seconds in it, this process
+    writes every thread's stack to stderr and ends with ``exit_code``, the code it would have ended with -- by then
+    every rank has passed the barrier, so the record or the checkpoint is written. A barrier that fails (a peer
+    gone) is logged; the group is still destroyed and the run's outcome stands."""
     if not (info.enabled and dist.is_initialized()):
         return
+    log = logging.getLogger(__name__)
+    try:
+        dist.barrier()
+    except RuntimeError as e:  # DistBackendError, a timeout: a peer that ended first
+        log.warning("rank %d: the last barrier failed (%s); the run's outcome stands", info.rank, first_line(e))
     with exit_if_stuck(TEARDOWN_S, exit_code, f"rank {info.rank}: leaving the process group"):
         try:
-            dist.barrier()
             dist.destroy_process_group()
-        except RuntimeError as e:  # a peer that ended first (its own watchdog): the run's outcome stands
-            logging.getLogger(__name__).warning("rank %d: leaving the process group failed (%s); the run's outcome "
-                                                "stands", info.rank, str(e).splitlines()[0] if str(e) else type(e))
+        except RuntimeError as e:
+            log.warning("rank %d: leaving the process group failed (%s); the run's outcome stands", info.rank,
+                        first_line(e))
+
+
+def first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 @contextlib.contextmanager
@@ -130,24 +140,40 @@ def exit_if_stuck(seconds: float, exit_code: int, what: str, backstop_s: float =
     """End the process with ``exit_code`` when the block has not finished in ``seconds``: a watchdog thread logs
     the hang and every thread's stack, then ``os._exit`` (no cleanup that could hang again). When a stuck call
     holds the GIL, so that no Python thread runs, faulthandler's own thread (C, no GIL) dumps the stacks and exits
-    (code 1) ``backstop_s`` seconds later."""
+    with code 1 ``backstop_s`` seconds later (faulthandler has one such timer per process: this one replaces and
+    then cancels any other, e.g. pytest's ``faulthandler_timeout``). Stacks go to the process's real stderr
+    (``sys.__stderr__``); without one (no file descriptor) there is no backstop and no stack, only the exit."""
     done = threading.Event()
+    stderr = _stderr_file()
 
     def watch() -> None:
         if done.wait(seconds):
             return
-        logging.getLogger(__name__).warning("%s did not finish in %.0f s: ending this process with code %d (its "
-                                            "stacks follow)", what, seconds, exit_code)
-        faulthandler.dump_traceback(all_threads=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(exit_code)
+        try:
+            logging.getLogger(__name__).warning("%s did not finish in %.0f s: ending this process with code %d (its "
+                                                "stacks follow)", what, seconds, exit_code)
+            if stderr is not None:
+                faulthandler.dump_traceback(file=stderr, all_threads=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(exit_code)
 
-    watchdog = threading.Thread(target=watch, name="teardown-watchdog", daemon=True)
-    watchdog.start()
-    faulthandler.dump_traceback_later(seconds + backstop_s, exit=True)
+    threading.Thread(target=watch, name="teardown-watchdog", daemon=True).start()
+    if stderr is not None:
+        faulthandler.dump_traceback_later(seconds + backstop_s, exit=True, file=stderr)
     try:
         yield
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        if stderr is not None:
+            faulthandler.cancel_dump_traceback_later()
         done.set()
+
+
+def _stderr_file():
+    """The process's own stderr when it has a file descriptor (faulthandler writes there), else None."""
+    try:
+        sys.__stderr__.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return sys.__stderr__

@@ -444,7 +444,7 @@ def _train_and_test(p: Plan, dinfo: distributed.DistInfo, stop: StopSignals, mod
     except Preempted as e:
         logger.finish(exit_code=1)
         if e.step is not None:  # every rank stopped at this step boundary (any_rank): they leave the group together
-            distributed.teardown(dinfo, exit_code_for(e.signal))
+            distributed.teardown(dinfo, exit_code_for(e.signal or stop.received))  # run.py's code
         raise  # outside the training loop a signal may have reached this rank alone: no collective, torchrun stops all
     except Diverged as e:
         stop.phase, stop.polling = "writing the record", True
