@@ -48,6 +48,7 @@ from lra_bench.reports.accuracy_plots import accuracy_plots
 from lra_bench.reports.bubble import SIZES, XS, bubble_chart, majority_rate, read_popularity
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.efficiency import load_cells, scaling_plot, table2
+from lra_bench.reports.identical import identical_note
 from lra_bench.reports.paper import TASKS
 from lra_bench.reports.protocols import SCRATCH, by_protocol, effects_markdown, protocol_effects, protocol_spread, slug
 from lra_bench.reports.reliability import rank_reliability
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     about = f" (protocol: {main})" if len(protocols) > 1 or main != SCRATCH else ""
     profile = args.profile or pick_profile(runs)
     t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin)
+    if same := identical_note(runs, profile):  # one result under several names (bigbird, longformer = flash)
+        md1 = f"{md1}\n{same}"
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
     else:
@@ -285,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
+            if same:
+                note += f"{same}\n"
             if stood_in:
                 note += (f"The benchmark cells under `{args.bench_dir}` gave no point ({stood_in}), so the run records "
                          "stand in for them.\n\n")
