@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     about = f" (protocol: {main})" if len(protocols) > 1 or main != SCRATCH else ""
     profile = args.profile or pick_profile(runs)
     t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin)
-    if same := identical_note(runs, profile):  # one result under several names (bigbird, longformer = flash)
+    if same := identical_note(runs, args.profile):  # one result under several names (bigbird, longformer = flash)
         md1 = f"{md1}\n{same}"
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
-            if same:
-                note += f"{same}\n"
+            if same_here := identical_note(runs, profile, chart=True):
+                note += f"{same_here}\n"
             if stood_in:
                 note += (f"The benchmark cells under `{args.bench_dir}` gave no point ({stood_in}), so the run records "
                          "stand in for them.\n\n")
@@ -315,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = slug(label)
         tp, mdp = table1(subset, args.profile, reference=args.reference, margin=args.margin)
+        if same := identical_note(subset, args.profile):
+            mdp = f"{mdp}\n{same}"
         if tp.empty:
             skipped.append(f"Table 1 of protocol {label}: {mdp}")
             continue
