@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from lra_bench.reports.paper import TASKS
 from lra_bench.reports.planning import Protocol, planning_markdown, planning_table
 from lra_bench.reports.power_plan import MAX_SEEDS, budget_markdown, plan_markdown, plan_task
+from lra_bench.reports.same_predictions import groups, representatives
 from lra_bench.reports.table1 import REFERENCE, load_runs, pick_profile, task_cells
 from lra_bench.store.files import atomic_open
 from lra_bench.store.records import read_tree
@@ -55,12 +56,14 @@ def power_plan(args, records: list[dict]) -> int:
         return 1
     cells = task_cells(runs, profile)
     plans, failures = [], {}
+    same = groups(cells)  # one result under several names (bigbird, longformer = flash at quick) is one comparison
     for task, g in cells[cells.n > 0].groupby("task", sort=False):
-        samples = dict(zip(g.attention, g["sample"], strict=True))
+        rep = representatives(same.get((profile, task), []), args.reference)
+        samples = {a: s for a, s in zip(g.attention, g["sample"], strict=True) if rep.get(a, a) == a}
         mine = [r for r in records if r.get("task") == task and r.get("profile") == profile]
         try:
             plans.append(plan_task(task, samples, mine, args.reference, args.power, args.max_seeds,
-                                   designs=tuple(args.design.get(task, ()))))
+                                   designs=tuple(args.design.get(task, ())), repeats=len(g) - len(samples)))
         except ValueError as e:
             failures[task] = str(e)
     plans.sort(key=lambda p: [*TASKS, "pathx"].index(p.task.iloc[0]) if p.task.iloc[0] in TASKS else 99)

@@ -47,7 +47,7 @@ NOT_MEASURED = [
     ("docs/gpu_playbook.md", "waits up to 40 s after its limit", "setting: tools/gpu_visit.sh's wait_for_runs"),
     ("docs/sweeps.md", "a rank still in it after 60 s", "setting: lra_bench.infra.distributed.TEARDOWN_S"),
     ("docs/gpu_playbook.md", "for 30 s after a command", "limit: the device tool's warm window (its README)"),
-    ("docs/benchmark.md", "(2.2 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
+    ("docs/benchmark.md", "(2.1 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
     ("docs/benchmark.md", "took 90.5 min, 0.84", "measured: results/rerun_41/timing.json, the sweep's own wall time "
      "(test_curated_results checks it)"),
     ("docs/pathfinder_fidelity.md", "13.0 → 14.6 s CPU; curv_baseline 3.9 → 3.5 s",

@@ -1,12 +1,17 @@
 """Variants that repeat another's predictions on every seed are named as one result (BigBird and Longformer run
-plain attention at <= 256 tokens, bit-identically to flash: three bubbles, one accuracy)."""
+plain attention at <= 256 tokens, bit-identically to flash: three bubbles, one accuracy), and the statistics count
+that result once."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lra_bench.reports.identical import identical_groups, identical_note
-from lra_bench.reports.table1 import load_runs
+from lra_bench.reports.power_plan import plan_task
+from lra_bench.reports.reliability import rank_reliability
+from lra_bench.reports.significance import SAME, compare, family
+from lra_bench.reports.table1 import load_runs, table1, task_cells
 from lra_bench.store.predictions import encode
 from tests.test_report import record, write
 
@@ -65,3 +70,98 @@ def test_only_variants_with_the_same_predictions_on_every_seed_are_one_result(tm
     assert "their bubbles' heights are one accuracy" in other and "check their configs" in other
     assert "ListOps (`quick`): synthesizer, fnet" in other
     assert identical_note(df[~df.attention.isin(["bigbird", "longformer", "synthesizer"])], None) == ""
+
+
+# -- the statistics count one result once ---------------------------------------------------------------------------
+
+N = 400
+TRUTH = np.arange(N) % 4
+
+
+def guesses(seed: int, error: float, salt: int = 0) -> np.ndarray:
+    """Predictions with about ``error`` of them wrong, drawn per (seed, salt)."""
+    wrong = np.random.default_rng(1000 * salt + seed).random(N) < error
+    return np.where(wrong, (TRUTH + 1) % 4, TRUTH)
+
+
+def scored(task: str, attention: str, seed: int, p: np.ndarray) -> dict:
+    rec = record(task, attention, seed, acc=float(np.mean(p == TRUTH)))
+    return {**rec, "test_examples": N, "test_predictions": encode(p, TRUTH, f"{task}-test-set")}
+
+
+def one_result_three_names(tmp_path, tasks=("listops",), longformer_differs_on=()):
+    """softmax (the reference), flash = bigbird = longformer, local, sinkhorn (clearly better), seeds 0-2."""
+    runs = tmp_path / "runs"
+    for salt, task in enumerate(tasks):
+        for seed in (0, 1, 2):
+            plain = guesses(seed, 0.5, salt)
+            write(runs, scored(task, "softmax", seed, guesses(seed, 0.52, 10 + salt)))
+            for att in ("flash", "bigbird", "longformer"):
+                differs = att == "longformer" and task in longformer_differs_on
+                write(runs, scored(task, att, seed, guesses(seed, 0.5, 30 + salt) if differs else plain))
+            write(runs, scored(task, "local", seed, guesses(seed, 0.49, 20 + salt)))
+            write(runs, scored(task, "sinkhorn", seed, guesses(seed, 0.2, 40 + salt)))
+    return load_runs(runs)
+
+
+def test_one_result_under_three_names_is_one_comparison_in_holm_the_best_set_and_the_detectable_gap(tmp_path):
+    df = one_result_three_names(tmp_path)
+    table, md = table1(df, "cpu")
+    verdicts = table.attrs["verdicts"]["cpu"]["listops"]
+    vs = verdicts["vs_ref"]
+    assert verdicts["same"] == [["bigbird", "flash", "longformer"]]
+    assert vs["flash"]["same_as"] == vs["longformer"]["same_as"] == "bigbird" and "same_as" not in vs["bigbird"]
+    assert vs["bigbird"]["p_holm"] == vs["longformer"]["p_holm"] == vs["flash"]["p_holm"]
+    cells = task_cells(df, "cpu").set_index("attention")["sample"]
+    distinct = family("softmax", {a: compare(cells[a], cells["softmax"]) for a in ("bigbird", "local", "sinkhorn")})
+    for att in ("bigbird", "local", "sinkhorn"):  # Holm over the three distinct results, not five names
+        assert vs[att]["p_holm"] == pytest.approx(distinct[att]["p_holm"], rel=1e-12), att
+    assert vs["sinkhorn"]["verdict"] == "better" and vs["sinkhorn"]["p_holm"] == pytest.approx(3 * vs["sinkhorn"]["p"])
+    assert verdicts["detectable"].comparisons == 3
+    best = verdicts["best"]
+    assert best["p_rank1"]["bigbird"] == best["p_rank1"]["flash"] == best["p_rank1"]["longformer"]
+    assert sum(best["p_rank1"][a] for a in ("softmax", "bigbird", "local", "sinkhorn")) == pytest.approx(1.0)
+    assert "Tests made against the reference: 3 paired" in md and "are one result: each is tested" in md
+    assert "ListOps (1 of 4): sinkhorn 1.00" in md  # four distinct results, not six names
+    rows = table.set_index("attention")["ListOps"]
+    assert rows["bigbird"].split(") ")[1] == rows["flash"].split(") ")[1]  # the same marks
+
+
+def test_the_reference_s_own_result_under_another_name_is_marked_the_same_not_tested(tmp_path):
+    df = one_result_three_names(tmp_path)
+    table, md = table1(df, "cpu", reference="flash")
+    vs = table.attrs["verdicts"]["cpu"]["listops"]["vs_ref"]
+    assert vs["bigbird"]["verdict"] == vs["longformer"]["verdict"] == SAME and vs["bigbird"]["d"] == 0.0
+    assert "≡" in table.set_index("attention").loc["bigbird", "ListOps"]
+    assert "Tests made against the reference: 3 paired" in md  # softmax, local, sinkhorn
+    best = table.attrs["verdicts"]["cpu"]["listops"]["best"]
+    names = {"softmax", "flash", "local", "sinkhorn"}
+    assert set(best["same_as"]) == {"bigbird", "longformer"} and set(best["p_rank1"]) - set(best["same_as"]) == names
+
+
+def test_on_the_average_one_result_is_one_only_where_it_is_one_on_every_task(tmp_path):
+    df = one_result_three_names(tmp_path, tasks=("listops", "text"), longformer_differs_on=("text",))
+    table, md = table1(df, "cpu")
+    verdicts = table.attrs["verdicts"]["cpu"]
+    assert verdicts["listops"]["same"] == [["bigbird", "flash", "longformer"]]
+    assert verdicts["text"]["same"] == [["bigbird", "flash"]]
+    assert verdicts["avg"]["same"] == [["bigbird", "flash"]]  # longformer is another result on text
+    avg = verdicts["avg"]["vs_ref"]
+    assert avg["flash"]["same_as"] == "bigbird" and "same_as" not in avg["longformer"]
+    assert avg["bigbird"]["p_holm"] == avg["flash"]["p_holm"]
+    assert set(verdicts["avg"]["best"]["p_rank1"]) - set(verdicts["avg"]["best"]["same_as"]) == {
+        "softmax", "bigbird", "longformer", "local", "sinkhorn"}
+
+
+def test_rank_reliability_and_the_planner_count_one_result_once(tmp_path):
+    df = one_result_three_names(tmp_path)
+    cells = task_cells(df, "cpu")
+    table, _ = rank_reliability(cells)
+    assert table.variants.tolist() == [4]  # softmax, flash (= bigbird, longformer), local, sinkhorn
+    samples = dict(zip(cells.attention, cells["sample"], strict=True))
+    distinct = {a: s for a, s in samples.items() if a not in ("bigbird", "longformer")}
+    plan = plan_task("listops", distinct, [], "softmax", 3.0, designs=((3, N),), repeats=2)
+    given = plan[plan.design == f"given 3 x {N}"].iloc[0]
+    assert given.runs == 6 * 3  # six variants run and paid for
+    alone = plan_task("listops", samples, [], "softmax", 3.0, designs=((3, N),))
+    assert alone[alone.design == f"given 3 x {N}"].iloc[0].detectable_gap > given.detectable_gap  # 5 comparisons

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from lra_bench.reports.detectable import detectable, task_noise
+from lra_bench.reports.same_predictions import drop_repeats
 from lra_bench.reports.table1 import TASK_LABELS, load_runs, task_cells
 from lra_bench.stats.best import best_set, covariance, pooled_covariance, rank_one_probability
 from lra_bench.stats.intervals import cell_interval
@@ -35,7 +36,7 @@ def calibration():
     """task -> (noise, seeds, examples, comparisons, cells' samples) of the committed CPU sweep."""
     if not RECORDS.is_dir():
         pytest.skip(f"{RECORDS} is not in this checkout")
-    cells = task_cells(load_runs(RECORDS))
+    cells = drop_repeats(task_cells(load_runs(RECORDS)))  # Table 1 counts one result under several names once
     out = {}
     for task, g in cells.groupby("task"):
         samples = dict(zip(g.attention, g["sample"], strict=True))
@@ -123,8 +124,9 @@ def test_equivalence_is_rarely_declared_at_the_margin(calibration):
 def test_power_at_the_printed_detectable_gap_is_80_percent(calibration, task):
     """The reference and 21 other variants at one accuracy, one variant the printed detectable gap above (the pair
     straddling the task's mean accuracy, as the gap is computed), 23 variants x 3 seeds x the task's test size,
-    Holm over the 22 tests against the reference: the gap variant is marked better in 78.9 % (ListOps, gap 12.6) and
-    79.8 % (text, gap 9.3) of 800 tables. The gap is the one Table 1 of results/cpu prints."""
+    Holm over the 22 tests against the reference (bigbird and longformer repeat flash: one result): the gap variant is
+    marked better in 78.9 % (ListOps, gap 12.5) and 79.2 % (text, gap 9.6) of 800 tables. The gap is the one Table 1
+    of results/cpu prints."""
     noise, seeds, examples, comparisons, samples = calibration[task]
     gap = detectable(samples, task, "softmax").gap / 100
     printed = (ROOT / "results" / "cpu" / "table1.md").read_text()

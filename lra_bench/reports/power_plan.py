@@ -81,18 +81,20 @@ def _smallest_examples(noise, seeds: int, comparisons: int, gap: float, ceiling:
 
 def plan_task(task: str, samples: dict, records: list[dict], reference: str, gap_points: float,
               max_seeds: int = MAX_SEEDS, alpha: float = ALPHA,
-              designs: tuple[tuple[int, int], ...] = ()) -> pd.DataFrame:
+              designs: tuple[tuple[int, int], ...] = (), repeats: int = 0) -> pd.DataFrame:
     """Rows (design, seeds, test_examples, detectable_gap, runs, hours) for one task: the current design, then from
     the fewest seeds that can reach ``gap_points`` (within the task's test set) up to three seeds past the cheapest
     design, each with the fewest test examples that reach it (the cheapest marked), then each of ``designs``
-    ((seeds, test examples) the user asks about: "given S x N")."""
+    ((seeds, test examples) the user asks about: "given S x N"). ``samples`` holds each distinct result once
+    (:mod:`lra_bench.reports.same_predictions`); ``repeats`` variants more are run (and cost) but repeat one of
+    them, so they are no comparison of their own."""
     found = task_noise(samples, reference)
     if found is None:
         raise ValueError(f"{task}: no pair with `{reference}` on one test set with per-example predictions and 2+ "
                          "seeds, so no variance components to plan from")
     timing = run_time(records)
     noise, seeds, examples, comparisons = found
-    variants = comparisons + 1
+    variants = comparisons + 1 + repeats  # run (and paid for); the comparisons count distinct results
     ceiling = FULL_TEST_SET.get(task, MAX_GENERATED)
 
     def hours(s: int, n: int) -> float:

@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from lra_bench.reports.same_predictions import drop_repeats
 from lra_bench.reports.tasks import TASK_LABELS, TASKS
 from lra_bench.stats.rank_reliability import mean_reliability, same_top, split_tau
 
@@ -23,9 +24,11 @@ def _fmt(v: float, lo: float = math.nan, hi: float = math.nan) -> str:
 
 
 def rank_reliability(cells: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Rows of ``COLUMNS`` from :func:`lra_bench.reports.table1.task_cells`, and Markdown."""
+    """Rows of ``COLUMNS`` from :func:`lra_bench.reports.table1.task_cells`, and Markdown. One result under several
+    names (:mod:`lra_bench.reports.same_predictions`) is one variant here: its copies would agree with each other in
+    every split and inflate tau and the reliability."""
     rows = []
-    for (prof, task), g in cells[cells.n > 0].groupby(["profile", "task"], sort=True):
+    for (prof, task), g in drop_repeats(cells[cells.n > 0]).groupby(["profile", "task"], sort=True):
         accs = {r.attention: dict(zip(r.seeds, r.accs, strict=True)) for r in g.itertuples()}
         tau = split_tau(accs)
         rel = mean_reliability(accs)
@@ -50,7 +53,8 @@ def rank_reliability(cells: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             f"{mean_of} (ICC(1, k): the share of the variance of the variants' means that is real difference "
             "between them, exact F interval); and P(same top-1) / P(same top-3 set), the chance that two reruns "
             "with new seeds on the same test set agree on the best variant / on the set of the best three "
-            "(simulated from the empirical-Bayes posterior of the variants' means).\n")
+            "(simulated from the empirical-Bayes posterior of the variants' means). Variants with the same "
+            "predictions on every example and seed count as one.\n")
     if table.empty or (table.tau.isna() & (table.variants < 3)).all():
         return table, head + ("\nNot computable here: it needs 3 or more variants with 2 or more common seeds per "
                               "task.\n")

@@ -29,6 +29,7 @@ every pair's test, and each variant's P(rank 1).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -49,7 +50,8 @@ from lra_bench.store import predictions
 
 BETTER, WORSE, EQUIVALENT, UNRESOLVED, UNTESTED, REFERENCE = ("better", "worse", "equivalent", "not resolved",
                                                                "untested", "reference")
-MARKS = {BETTER: "▲", WORSE: "▼", EQUIVALENT: "≈", UNRESOLVED: "?", UNTESTED: "", REFERENCE: "ref"}
+SAME = "same predictions"  # the reference's own predictions on every example and seed: one result, no test made
+MARKS = {BETTER: "▲", WORSE: "▼", EQUIVALENT: "≈", UNRESOLVED: "?", UNTESTED: "", REFERENCE: "ref", SAME: "≡"}
 BEST_MARK = "★"
 MARGIN = 2.0  # points: the default equivalence margin (--margin)
 NO_PREDICTIONS = "record(s) without per-example predictions"  # the end of Sample.why_unpaired for older records
@@ -59,13 +61,16 @@ NO_PREDICTIONS = "record(s) without per-example predictions"  # the end of Sampl
 class Sample:
     """One cell: accuracies (%) of its ok seeds, the test set they were scored on (``test_set``: None when unknown,
     ``MIXED`` when its seeds differ), and their correctness (seeds x examples) when all kept predictions on one
-    fingerprinted test set (``why_unpaired`` says why not)."""
+    fingerprinted test set (``why_unpaired`` says why not), with then a digest of each seed's predicted classes
+    (``predicted``: two cells with the same digests on the same seeds are one result,
+    :mod:`lra_bench.reports.same_predictions`)."""
 
     accs: np.ndarray
     correct: np.ndarray | None = None
     fingerprint: str | None = None
     why_unpaired: str = ""
     test_set: str | None = None
+    predicted: tuple[str, ...] | None = None
 
 
 MIXED = "mixed"  # Sample.test_set of a cell whose seeds were scored on different test sets: compared with nothing
@@ -88,13 +93,16 @@ def sample(accs_pct, prediction_fields, test_sets=None) -> Sample:
     if len(prints) != 1:
         return Sample(accs, why_unpaired="seeds evaluated on different test sets", test_set=MIXED)
     try:
-        correct = np.stack([predictions.decode(f)[1] for f in fields])
+        decoded = [predictions.decode(f) for f in fields]
     except ValueError as e:
         return Sample(accs, why_unpaired=str(e), test_set=test_set)
+    correct = np.stack([c for _, c in decoded])
     if correct.shape[0] != len(accs) or not np.allclose(correct.mean(1) * 100, accs, rtol=0, atol=1e-9):
         return Sample(accs, why_unpaired="per-example predictions disagree with test_acc", test_set=test_set)
     fingerprint = prints.pop()
-    return Sample(accs, correct, fingerprint, test_set=test_set or fingerprint)
+    digests = tuple(hashlib.blake2b(np.ascontiguousarray(p, np.int64).tobytes(), digest_size=16).hexdigest()
+                    for p, _ in decoded)
+    return Sample(accs, correct, fingerprint, test_set=test_set or fingerprint, predicted=digests)
 
 
 def compare(a: Sample, b: Sample) -> tuple[float, float, float, str] | None:
@@ -203,3 +211,31 @@ def best_of(names: list[str], means, variances, pair) -> dict | None:
     p1 = rank_one_probability(np.asarray(means, float), pooled_covariance(covariance(variances, se)))
     return {"set": {n for n, m in zip(names, members, strict=True) if m},
             "p_rank1": dict(zip(names, map(float, p1), strict=True))}
+
+
+def with_repeats(verdicts: dict[str, dict], representative: dict[str, str], reference: str) -> dict[str, dict]:
+    """A family's verdicts (:func:`family`, made over distinct results) with the other names of each result added
+    (``representative``: name -> the name it was tested under, :func:`lra_bench.reports.same_predictions
+    .representatives`): each gets its result's verdict and ``same_as``; those of the reference's own result get
+    :data:`SAME`."""
+    out = dict(verdicts)
+    nan = math.nan
+    for name, rep in representative.items():
+        if name == rep:
+            continue
+        if rep == reference:
+            out[name] = {"verdict": SAME, "d": 0.0, "p": nan, "p_holm": nan, "p_equiv_holm": nan, "lower": nan,
+                         "method": "", "same_as": rep}
+        elif rep in out:
+            out[name] = dict(out[rep], same_as=rep)
+    return out
+
+
+def best_with_repeats(best: dict | None, representative: dict[str, str]) -> dict | None:
+    """:func:`best_of`'s result (made over distinct results) with the other names of each result added: in the set
+    when their result is, with its P(rank 1); ``same_as`` (name -> the name counted) lists them."""
+    if best is None:
+        return None
+    others = {n: r for n, r in representative.items() if n != r and r in best["p_rank1"]}
+    return {"set": best["set"] | {n for n, r in others.items() if r in best["set"]},
+            "p_rank1": best["p_rank1"] | {n: best["p_rank1"][r] for n, r in others.items()}, "same_as": others}

@@ -11,6 +11,7 @@ import pandas as pd
 from lra_bench.reports import significance as sig
 from lra_bench.reports.chance import AT_MAJORITY, ONE_CLASS
 from lra_bench.reports.detectable import detectable, detectable_note
+from lra_bench.reports.same_predictions import groups, representatives
 from lra_bench.reports.tasks import TASK_LABELS, TASKS, TASKS5
 
 AVG = "avg"
@@ -28,43 +29,63 @@ def ranked_tasks(cells: pd.DataFrame) -> tuple[list[str], list[str]]:
 def verdicts_of(cells: pd.DataFrame, reference: str, margin: float = sig.MARGIN) -> dict[str, dict]:
     """For one profile's cells (:func:`lra_bench.reports.table1.task_cells`), per task and for the average (key
     ``"avg"``): ``vs_ref`` (verdicts against ``reference``, empty without its cell), ``best`` (the confidence set
-    for the best and P(rank 1), None when untested), and per task ``detectable`` and ``at_chance``; the average
-    also ``tasks`` (those it covers) and ``left_out`` (tasks at chance)."""
+    for the best and P(rank 1), None when untested), ``same`` (the groups of variants that are one result:
+    :mod:`lra_bench.reports.same_predictions`), and per task ``detectable`` and ``at_chance``; the average also
+    ``tasks`` (those it covers) and ``left_out`` (tasks at chance). One result under several names is tested,
+    ranked and counted once (Holm's family, Hsu's comparisons, P(rank 1), the detectable gap's comparisons), and
+    every name shows its result's verdict; names of the reference's own result are marked ``sig.SAME``."""
     ran = cells[cells.n > 0]
     per_task = {task: dict(zip(g.attention, g["sample"], strict=True)) for task, g in ran.groupby("task")}
+    same = {task: found for (_, task), found in groups(ran).items()}  # one profile
     ranked, chance = ranked_tasks(cells)
     out: dict[str, dict] = {}
     for task, samples in per_task.items():
         g = ran[ran.task == task].set_index("attention")
-        testable = [a for a, s in samples.items() if len(s.accs) >= 2]
-        out[task] = {
-            "vs_ref": sig.against(reference, samples, margin) if reference in samples else {},
-            "best": sig.best_of(testable, [g.loc[a, "mean"] for a in testable], [g.loc[a, "se"] ** 2 for a in testable],
-                                lambda a, b, s=samples: sig.compare(s[a], s[b])),
-            "detectable": detectable(samples, task, reference), "at_chance": task in chance}
+        rep = representatives(same.get(task, []), reference)
+        distinct = {a: s for a, s in samples.items() if rep.get(a, a) == a}
+        testable = [a for a, s in distinct.items() if len(s.accs) >= 2]
+        vs_ref = sig.against(reference, distinct, margin) if reference in samples else {}
+        best = sig.best_of(testable, [g.loc[a, "mean"] for a in testable], [g.loc[a, "se"] ** 2 for a in testable],
+                           lambda a, b, s=samples: sig.compare(s[a], s[b]))
+        out[task] = {"vs_ref": sig.with_repeats(vs_ref, rep, reference) if vs_ref else {},
+                     "best": sig.best_with_repeats(best, rep), "same": same.get(task, []),
+                     "detectable": detectable(distinct, task, reference), "at_chance": task in chance}
     five = {t: per_task[t] for t in ranked}
     counts: dict[str, int] = {}
     for samples in five.values():
         for a, s in samples.items():
             counts[a] = counts.get(a, 0) + (len(s.accs) >= 2)
     full = sorted(a for a, k in counts.items() if k == len(five) and five)
+    # on the average, one result = one result on every task it covers
+    result_on = {a: tuple(representatives(same.get(t, []), reference).get(a, a) for t in five) for a in full}
+    by_result: dict[tuple, list[str]] = {}
+    for a in full:
+        by_result.setdefault(result_on[a], []).append(a)
+    same_avg = sorted(g for g in by_result.values() if len(g) > 1)
+    rep = representatives(same_avg, reference)
+    distinct = [a for a in full if rep.get(a, a) == a]
+    five_distinct = {t: {a: s for a, s in samples.items() if rep.get(a, a) == a} for t, samples in five.items()}
     cell = {(r.task, r.attention): r for r in ran.itertuples()}
-    variances = [sum(cell[t, a].se ** 2 for t in five) / len(five) ** 2 for a in full]
-    means = [float(np.mean([cell[t, a].mean for t in five])) for a in full]
+    variances = [sum(cell[t, a].se ** 2 for t in five) / len(five) ** 2 for a in distinct]
+    means = [float(np.mean([cell[t, a].mean for t in five])) for a in distinct]
     has_ref = any(reference in s for s in five.values())
-    out[AVG] = {"vs_ref": sig.against_average(reference, five, margin) if has_ref else {},
-                "best": sig.best_of(full, means, variances, lambda a, b: sig.average_difference(a, b, five)),
-                "tasks": ranked, "left_out": chance}
+    vs_ref = sig.against_average(reference, five_distinct, margin) if has_ref else {}
+    best = sig.best_of(distinct, means, variances, lambda a, b: sig.average_difference(a, b, five))
+    out[AVG] = {"vs_ref": sig.with_repeats(vs_ref, rep, reference) if vs_ref else {},
+                "best": sig.best_with_repeats(best, rep), "same": same_avg, "tasks": ranked, "left_out": chance}
     return out
 
 
 def _best_text(label: str, best: dict) -> str:
-    members = sorted(best["set"], key=lambda a: (-best["p_rank1"][a], a))
-    total = len(best["p_rank1"])
+    others = best.get("same_as", {})
+    also = {rep: [n for n, r in others.items() if r == rep] for rep in set(others.values())}
+    members = sorted((a for a in best["set"] if a not in others), key=lambda a: (-best["p_rank1"][a], a))
+    named = {a: "/".join([a, *sorted(also.get(a, []))]) for a in members}  # one result under several names
+    total = len(best["p_rank1"]) - len(others)
     if len(members) <= SHOWN_IN_FULL:
-        listed = ", ".join(f"{a} {best['p_rank1'][a]:.2f}" for a in members)
+        listed = ", ".join(f"{named[a]} {best['p_rank1'][a]:.2f}" for a in members)
         return f"{label} ({len(members)} of {total}): {listed}"
-    top = ", ".join(f"{a} {best['p_rank1'][a]:.2f}" for a in members[:3])
+    top = ", ".join(f"{named[a]} {best['p_rank1'][a]:.2f}" for a in members[:3])
     return f"{label} ({len(members)} of {total}: cannot be told apart at this power; highest P(rank 1): {top})"
 
 
@@ -80,7 +101,14 @@ def verdicts_note(cells: pd.DataFrame, verdicts: dict[str, dict], reference: str
              "than it (one-sided paired tests at 5 % / (variants - 1), Hsu's multiple comparisons with the best), so "
              "the set holds the true best with probability at least 95 %; a star says the variant cannot be told "
              "apart from the best at this power, not that it equals it. Cells with one seed enter neither. "]
-    methods = [v["method"] for k, t in verdicts.items() if k != AVG for v in t["vs_ref"].values() if v["method"]]
+    if any(v.get("same") for v in verdicts.values()):
+        lines.append(f"Variants with the same predictions as another's on every test example and seed (named below "
+                     f"the table) are one result: each is tested, ranked and counted once -- in Holm's family, in "
+                     f"the best set's comparisons and P(rank 1) (shown under each name, and in the best set as "
+                     f"a/b), and in the detectable gap -- and every name shows its result's mark; {m[sig.SAME]} = "
+                     f"the reference's own predictions (no test made). ")
+    methods = [v["method"] for k, t in verdicts.items() if k != AVG for v in t["vs_ref"].values()
+               if v["method"] and "same_as" not in v]  # a result under several names is tested once
     if methods:
         counts = pd.Series(methods).value_counts()
         lines.append("Tests made against the reference: " + ", ".join(f"{k} {mm}" for mm, k in counts.items())

@@ -1,0 +1,52 @@
+"""Cells that are one result under several names: variants whose ok runs predicted the same class for every test
+example, seed by seed, on the same test set and seeds.
+
+At short lengths some sparse patterns reach every key and run plain attention (BigBird's blocks and Longformer's
+band at <= 256 tokens with the blocked kernel: docs/zoo_part1.md), bit-identically to ``flash``. Such cells are one
+measurement, so the statistics count them once (:mod:`lra_bench.reports.verdicts`: Holm's family, Hsu's comparisons
+with the best, P(rank 1), the detectable gap; :mod:`lra_bench.reports.reliability`) and the reports name them
+(:mod:`lra_bench.reports.identical`). Cells with a collapsed run are left out: variants that all predict the commonest
+class agree for another reason, and are reported as collapsed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def _key(cell) -> tuple | None:
+    """(test set, ((seed, digest of its predicted classes), ...)) of one cell (a row of
+    :func:`lra_bench.reports.table1.task_cells`); None without per-example predictions, with a collapsed run or with
+    a seed twice."""
+    seeds = [str(s) for s in cell.seeds]  # scored_runs' key: a seed written as 0, 0.0 or "0" is one seed
+    if cell.sample.predicted is None or cell.collapsed or len(set(seeds)) != len(seeds):
+        return None
+    return cell.sample.fingerprint, tuple(sorted(zip(seeds, cell.sample.predicted, strict=True)))
+
+
+def groups(cells: pd.DataFrame) -> dict[tuple[str, str], list[list[str]]]:
+    """(profile, task) -> the groups (each sorted by name, two or more variants) of ``cells`` (task_cells' frame)
+    that are one result; only (profile, task) pairs that have one."""
+    found: dict[tuple[str, str], list[list[str]]] = {}
+    for (prof, task), t in cells[cells.n > 0].groupby(["profile", "task"], sort=True):
+        by_key: dict[tuple, list[str]] = {}
+        for cell in t.itertuples():
+            if (key := _key(cell)) is not None:
+                by_key.setdefault(key, []).append(str(cell.attention))
+        if same := sorted(sorted(g) for g in by_key.values() if len(g) > 1):
+            found[(str(prof), str(task))] = same
+    return found
+
+
+def representatives(same: list[list[str]], keep: str = "") -> dict[str, str]:
+    """name -> the name its group is counted under, for every member of ``same`` (groups of one task): ``keep`` (the
+    reference) where it is a member, otherwise the group's first name."""
+    return {name: keep if keep in group else group[0] for group in same for name in group}
+
+
+def drop_repeats(cells: pd.DataFrame) -> pd.DataFrame:
+    """``cells`` with each group of one result kept once (under its first name)."""
+    repeats = {(prof, task, name) for (prof, task), same in groups(cells).items()
+               for name, rep in representatives(same).items() if name != rep}
+    keep = [(str(r.profile), str(r.task), str(r.attention)) not in repeats for r in cells.itertuples()]
+    return cells[keep]
