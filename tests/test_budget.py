@@ -11,7 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lra_bench.reports.budget import last_quarter_gain, last_quarter_markdown, last_quarter_table
+from lra_bench.reports.budget import (
+    last_quarter_gain,
+    last_quarter_markdown,
+    last_quarter_table,
+    over_mixers,
+    over_mixers_markdown,
+)
 from lra_bench.stats.intervals import t_interval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +90,24 @@ def test_the_docs_600_and_2400_step_figures_are_the_records():
             assert " / ".join(f"{a:.1f}" for a in values) in docs
         lead.append(sum(lr) / 3 - sum(s) / 3)
     assert f"from {lead[0]:+.1f} to {lead[1]:+.1f} points" in docs
+
+
+def test_over_mixers_the_mixers_are_the_units_and_budgets_stay_apart():
+    """Per task the mean of the mixers' mean gains with a t interval over the mixers (not over runs: a mixer's seeds
+    share its effect), the largest mixer named, another budget its own row."""
+    flat = {600 * k: 0.40 for k in range(1, 5)}
+    gains = {"softmax": (0.01, 0.01, 0.01, 0.01), "lru": (0.02, 0.04), "mega": (0.05, 0.07, 0.06)}
+    rows = [{"task": "listops", "attention": a, "status": "ok", "evals": evals({**flat, 1800: 0.40 - d})}
+            for a, ds in gains.items() for d in ds]
+    rows.append({"task": "listops", "attention": "softmax", "status": "ok",
+                 "evals": evals({300: 0.3, 450: 0.3, 600: 0.32})})  # another budget
+    summary = over_mixers(last_quarter_table(pd.DataFrame(rows)))
+    assert list(summary.steps) == [2400, 600] and list(summary.mixers) == [3, 1]
+    row = summary.iloc[0]
+    m, lo, hi, _ = t_interval([1.0, 3.0, 6.0])  # the mixers' means, in points
+    assert (row.gain, row.lo, row.hi) == pytest.approx((m, lo, hi)) and row.largest == "mega"
+    runs_interval = t_interval([1.0] * 4 + [2.0, 4.0] + [5.0, 7.0, 6.0])
+    assert (row.lo, row.hi) != pytest.approx(runs_interval[1:3])  # not the runs as units
+    text = over_mixers_markdown(summary)
+    assert f"+{m:.2f} [{lo:+.2f}, {hi:+.2f}]" in text
+    assert "1,800 to 2,400" in text and "mega +6.00" in text and "| +2.00 " in text  # one mixer: no interval

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 from scipy import stats
@@ -377,28 +379,29 @@ def test_the_sweep_rerun_figures_regenerate_from_its_records():
 
 
 
-def test_the_redos_quoted_listops_figures_are_its_committed_records():
-    """docs/benchmark.md ("`quick` re-sized") quotes the redone sweep's ListOps records in results/cpu/runs_next while
-    it runs: how many, the median and range of a run's wall time (minutes), and the mean and sd of the validation gain
-    over the last quarter (1,800 to 2,400 steps). Update the sentence when records are added."""
+def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
+    """docs/benchmark.md ("`quick` re-sized") quotes the redone sweep's records in results/cpu/runs_next while it
+    runs, per task whose records are all in: how many, the median and range of a run's wall time (minutes), and
+    tools/plateau.py's table of the last quarter's gain over the mixers. Update them when records are added."""
     import re
     import statistics
 
-    records = read_records(ROOT / "results" / "cpu" / "runs_next" / "listops")
-    minutes = [run_wall_seconds(r) / 60 for r in records]  # a resumed run: its phases over every process
-    gains = []
-    for r in records:
-        val = {e["step"]: e["val_acc"] for e in r["evals"]}
-        gains.append(100 * (val[2400] - val[1800]))
     docs = (ROOT / "docs" / "benchmark.md").read_text()
-    text = " ".join(docs[docs.index("What a run costs now"):docs.index("between 1,800 and 2,400 steps")].split())
-    m = re.search(r"median ([\d.]+) minutes \(([\d.]+) to ([\d.]+) over .* its first (\d+) records.* gains "
-                  r"\+([\d.]+) points \(sd ([\d.]+) over the runs; 95 % interval of the mean "
-                  r"\[\+([\d.]+), \+([\d.]+)\]\)", text)
-    assert m, text
-    half = stats.t.ppf(0.975, len(gains) - 1) * statistics.stdev(gains) / len(gains) ** 0.5
-    mean = statistics.mean(gains)
-    assert m.groups() == (f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}", f"{max(minutes):.1f}",
-                          str(len(records)), f"{mean:.2f}", f"{statistics.stdev(gains):.2f}", f"{mean - half:.2f}",
-                          f"{mean + half:.2f}")
-    assert all(r["status"] == "ok" and r["profile"] == "quick" and r["test_examples"] == 10_000 for r in records)
+    text = " ".join(docs[docs.index("What a run costs now"):docs.index("<!-- plateau:begin -->")].split())
+    found = re.findall(r"a (ListOps|text) run (?:took )?a median ([\d.]+) minutes \(([\d.]+) to ([\d.]+)[^;]*; its "
+                       r"(\d+) records\)", text)
+    assert [f[0] for f in found] == ["ListOps", "text"], text
+    for task, median, low, high, count in found:
+        records = read_records(ROOT / "results" / "cpu" / "runs_next" / task.lower())
+        minutes = [run_wall_seconds(r) / 60 for r in records]  # a resumed run: its phases over every process
+        assert (median, low, high, count) == (f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}",
+                                              f"{max(minutes):.1f}", str(len(records))), task
+        assert all(r["status"] == "ok" and r["profile"] == "quick" for r in records)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "plateau.py"), "--runs-dir",
+                           str(ROOT / "results" / "cpu" / "runs_next")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = done.stdout.splitlines()
+    quoted = docs[docs.index("<!-- plateau:begin -->"):docs.index("<!-- plateau:end -->")].splitlines()[1:]
+    assert quoted[:2] == printed[:2] and len(quoted) >= 4  # the header, then ListOps and text at least
+    assert set(quoted[2:]) <= set(printed[2:]), "a plateau row differs from tools/plateau.py's"
+    assert [row.split("|")[1].strip() for row in quoted[2:]] == ["ListOps", "Text"]

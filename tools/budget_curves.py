@@ -15,6 +15,7 @@ import _repo  # this checkout's lra_bench first (tools/_repo.py)
 from lra_bench.reports.budget import last_quarter_markdown, last_quarter_table
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.detectable import detectable
+from lra_bench.reports.same_predictions import drop_repeats
 from lra_bench.reports.table1 import REFERENCE, load_runs, task_cells
 from lra_bench.store.files import atomic_open
 
@@ -25,7 +26,7 @@ def detectable_gaps(runs_dir: Path) -> dict[str, float]:
     """Each task's detectable gap (points) in the curated table of ``runs_dir``."""
     runs = load_runs(runs_dir)
     profile = runs.profile.mode().iloc[0]
-    cells = task_cells(runs, profile)
+    cells = drop_repeats(task_cells(runs, profile))  # as Table 1: one result under several names counted once
     gaps = {}
     for task, g in cells[cells.n > 0].groupby("task", sort=False):
         found = detectable(dict(zip(g.attention, g["sample"], strict=True)), task, REFERENCE)

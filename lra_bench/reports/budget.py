@@ -67,3 +67,26 @@ def last_quarter_markdown(table: pd.DataFrame, gaps: dict[str, float]) -> str:
                       "last-quarter gain": f"{r.gain:+.2f} {interval}",
                       "detectable gap": f"{gap:.1f}" if math.isfinite(gap) else "-", "plateau?": verdict})
     return pd.DataFrame(shown).to_markdown(index=False, disable_numparse=True)
+
+
+def over_mixers(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows (task, steps, mixers, gain, lo, hi, largest, largest_gain) from :func:`last_quarter_table`: per task and
+    budget, the mean over mixers of their mean gains with its 95 % t interval over the mixers (a mixer's seeds share
+    its effect, so the mixers, not the runs, are the independent units), and the mixer whose mean gain is largest."""
+    rows = []
+    for (task, steps), g in table.groupby(["task", "steps"], sort=False):
+        m, lo, hi, _ = t_interval(g.gain) if len(g) >= 2 else (float(g.gain.iloc[0]), math.nan, math.nan, math.nan)
+        top = g.loc[g.gain.idxmax()]
+        rows.append({"task": task, "steps": int(steps), "mixers": len(g), "gain": m, "lo": lo, "hi": hi,
+                     "largest": top.attention, "largest_gain": float(top.gain)})
+    return pd.DataFrame(rows, columns=["task", "steps", "mixers", "gain", "lo", "hi", "largest", "largest_gain"])
+
+
+def over_mixers_markdown(summary: pd.DataFrame) -> str:
+    """:func:`over_mixers` as a Markdown table (points)."""
+    shown = [{"task": TASK_LABELS.get(r.task, r.task), "budget (steps)": f"{r.steps:,}",
+              "last quarter": f"{r.steps * 3 // 4:,} to {r.steps:,}", "mixers": r.mixers,
+              "gain, mean over mixers [95 %]": f"{r.gain:+.2f}" + (f" [{r.lo:+.2f}, {r.hi:+.2f}]"
+                                                                   if math.isfinite(r.lo) else ""),
+              "largest (mixer's mean)": f"{r.largest} {r.largest_gain:+.2f}"} for r in summary.itertuples()]
+    return pd.DataFrame(shown).to_markdown(index=False, disable_numparse=True)
