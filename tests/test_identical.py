@@ -5,6 +5,7 @@ that result once."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lra_bench.reports.identical import identical_groups, identical_note
@@ -13,6 +14,7 @@ from lra_bench.reports.reliability import rank_reliability
 from lra_bench.reports.significance import SAME, compare, family
 from lra_bench.reports.table1 import load_runs, table1, task_cells
 from lra_bench.store.predictions import encode
+from tests.helpers.scripts import load_script
 from tests.test_report import record, write
 
 LABELS = np.arange(40) % 4
@@ -137,6 +139,22 @@ def test_the_reference_s_own_result_under_another_name_is_marked_the_same_not_te
     best = table.attrs["verdicts"]["cpu"]["listops"]["best"]
     names = {"softmax", "flash", "local", "sinkhorn"}
     assert set(best["same_as"]) == {"bigbird", "longformer"} and set(best["p_rank1"]) - set(best["same_as"]) == names
+    avg = table.attrs["verdicts"]["cpu"]["avg"]  # the average of one task: the same groups, the same marks
+    assert avg["vs_ref"]["bigbird"]["verdict"] == avg["vs_ref"]["longformer"]["verdict"] == SAME
+    assert list(table.set_index("attention").loc[["bigbird", "longformer", "softmax"], "avg_same_as"]) == [
+        "flash", "flash", ""]
+
+
+def test_one_seed_is_no_evidence_of_one_result(tmp_path):
+    runs = tmp_path / "runs"
+    for att in ("flash", "bigbird"):
+        write(runs, scored("listops", att, 0, guesses(0, 0.5)))
+    for seed in (0, 1):
+        write(runs, scored("listops", "softmax", seed, guesses(seed, 0.5, 1)))
+    df = load_runs(runs)
+    table, md = table1(df, "cpu")
+    assert table.attrs["verdicts"]["cpu"]["listops"]["same"] == [] and identical_note(df, "cpu") == ""
+    assert "are one result" not in md and set(table.listops_same_as) == {""}
 
 
 def test_on_the_average_one_result_is_one_only_where_it_is_one_on_every_task(tmp_path):
@@ -165,3 +183,9 @@ def test_rank_reliability_and_the_planner_count_one_result_once(tmp_path):
     assert given.runs == 6 * 3  # six variants run and paid for
     alone = plan_task("listops", samples, [], "softmax", 3.0, designs=((3, N),))
     assert alone[alone.design == f"given 3 x {N}"].iloc[0].detectable_gap > given.detectable_gap  # 5 comparisons
+    out = tmp_path / "plan.md"  # scripts/plan.py finds the repeats itself
+    plan_script = load_script("scripts/plan.py", "lra_plan_script")
+    assert plan_script.main(["--power", "3", "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
+                             "--design", f"listops=3x{N}"]) == 0
+    printed = pd.read_csv(out.with_suffix(".csv")).set_index("design").loc[f"given 3 x {N}"]
+    assert (printed.runs, printed.detectable_gap) == (18, pytest.approx(given.detectable_gap))

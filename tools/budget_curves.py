@@ -26,7 +26,7 @@ def detectable_gaps(runs_dir: Path) -> dict[str, float]:
     """Each task's detectable gap (points) in the curated table of ``runs_dir``."""
     runs = load_runs(runs_dir)
     profile = runs.profile.mode().iloc[0]
-    cells = drop_repeats(task_cells(runs, profile))  # as Table 1: one result under several names counted once
+    cells = drop_repeats(task_cells(runs, profile), REFERENCE)  # as Table 1: one result under several names once
     gaps = {}
     for task, g in cells[cells.n > 0].groupby("task", sort=False):
         found = detectable(dict(zip(g.attention, g["sample"], strict=True)), task, REFERENCE)

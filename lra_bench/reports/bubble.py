@@ -51,8 +51,7 @@ MAX_AREA = 2400.0  # points^2 of the largest circle
 HEIGHT, ROOMY_LABELS, HEIGHT_PER_LABEL = 7.0, 30, 0.25  # inches: a chart of more labels than fit in 7 grows taller
 SETTING = ["device", "profile", "batch"]
 POINT_COLUMNS = ["attention", "x", "y", "n_tasks", "size_value", "x_lo", "x_hi", "y_lo", "y_hi", "best", "p_rank1",
-                 "collapsed", "seeds",
-                 "seeds_max", "repeats", "noisy"]
+                 "collapsed", "seeds", "seeds_max", "repeats", "noisy", "same_as"]
 CAPTION_WIDTH = 185  # characters of a caption line at 7.5 pt across the 12-inch figure
 FADED = 0.18  # alpha of the circles outside the confidence set for the best (when it was computed)
 
@@ -89,8 +88,9 @@ def read_popularity(path: Path | str | None) -> pd.Series:
 
 def _scores(scores, profile: str | None) -> pd.DataFrame:
     """Normalise ``scores`` (a Table 1 frame, a frame with attention+score, a Series or a dict) to SCORE_COLUMNS
-    (attention, profile, score, n_tasks, params, score_lo, score_hi, best, p_rank1, seeds, collapsed; NaN / False
-    where not given), with the scores' ``attrs`` (tasks covered, left out, detectable gaps) when they have them."""
+    (attention, profile, score, n_tasks, params, score_lo, score_hi, best, p_rank1, seeds, collapsed, same_as; NaN /
+    False / '' where not given), with the scores' ``attrs`` (tasks covered, left out, detectable gaps) when they
+    have them."""
     if isinstance(scores, dict):
         scores = pd.Series(scores, dtype=float)
     if isinstance(scores, pd.Series):
@@ -107,7 +107,7 @@ def _scores(scores, profile: str | None) -> pd.DataFrame:
     out = scores.copy()
     for col, default in (("n_tasks", 5), ("params", np.nan), ("profile", profile), ("score_lo", np.nan),
                          ("score_hi", np.nan), ("best", False), ("p_rank1", np.nan), ("seeds", np.nan),
-                         ("collapsed", 0)):
+                         ("collapsed", 0), ("same_as", "")):
         if col not in out.columns:
             out[col] = default
     if "seeds_max" not in out.columns:  # one number of seeds per point (one task's score)
@@ -241,7 +241,8 @@ def bubble_data(scores, efficiency: pd.DataFrame | None, size: str = "memory", p
                      "p_rank1": float(first["p_rank1"]), "collapsed": int(first["collapsed"]),
                      "seeds": float(first["seeds"]),
                      "seeds_max": float(first["seeds_max"]),
-                     "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce")), "noisy": noisy})
+                     "repeats": float(pd.to_numeric(cell.get("repeats"), errors="coerce")), "noisy": noisy,
+                     "same_as": str(first["same_as"]) if isinstance(first["same_as"], str) else ""})
     if popularity is not None:
         meta["popularity_source"] = sorted(set(pd.read_csv(popularity_csv)["source"].astype(str)))
     meta["best_tested"] = bool(sc["best"].astype(bool).any())
@@ -546,7 +547,7 @@ def bubble_chart(scores, efficiency: pd.DataFrame | None, path: Path | str | Non
         frames.append(pp)
     plotted = pd.concat(frames, ignore_index=True).reindex(
         columns=["source", "attention", "x", "y", "n_tasks", "size_value", "area", "y_lo", "y_hi", "x_lo", "x_hi",
-                 "seeds", "best", "p_rank1", "collapsed"])
+                 "seeds", "best", "p_rank1", "collapsed", "same_as"])
 
     xs = plotted["x"].to_numpy(float)
     if xscale == "auto":

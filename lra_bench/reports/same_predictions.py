@@ -6,7 +6,9 @@ band at <= 256 tokens with the blocked kernel: docs/zoo_part1.md), bit-identical
 measurement, so the statistics count them once (:mod:`lra_bench.reports.verdicts`: Holm's family, Hsu's comparisons
 with the best, P(rank 1), the detectable gap; :mod:`lra_bench.reports.reliability`) and the reports name them
 (:mod:`lra_bench.reports.identical`). Cells with a collapsed run are left out: variants that all predict the commonest
-class agree for another reason, and are reported as collapsed.
+class agree for another reason, and are reported as collapsed (so a task at chance keeps them apart, counted as
+separate variants: conservative for the tests, and such a task is out of the average). A group needs two or more
+seeds: identical predictions on every example of every seed is then the mark of one function, not a coincidence.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import pandas as pd
 
 def _key(cell) -> tuple | None:
     """(test set, ((seed, digest of its predicted classes), ...)) of one cell (a row of
-    :func:`lra_bench.reports.table1.task_cells`); None without per-example predictions, with a collapsed run or with
-    a seed twice."""
+    :func:`lra_bench.reports.table1.task_cells`); None without per-example predictions, with a collapsed run, with
+    fewer than two seeds or with a seed twice."""
     seeds = [str(s) for s in cell.seeds]  # scored_runs' key: a seed written as 0, 0.0 or "0" is one seed
-    if cell.sample.predicted is None or cell.collapsed or len(set(seeds)) != len(seeds):
-        return None
+    if cell.sample.predicted is None or cell.collapsed or len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        return None  # one seed is too little evidence of one function, and such a cell enters no test anyway
     return cell.sample.fingerprint, tuple(sorted(zip(seeds, cell.sample.predicted, strict=True)))
 
 
@@ -44,9 +46,10 @@ def representatives(same: list[list[str]], keep: str = "") -> dict[str, str]:
     return {name: keep if keep in group else group[0] for group in same for name in group}
 
 
-def drop_repeats(cells: pd.DataFrame) -> pd.DataFrame:
-    """``cells`` with each group of one result kept once (under its first name)."""
+def drop_repeats(cells: pd.DataFrame, keep: str = "") -> pd.DataFrame:
+    """``cells`` with each group of one result kept once: under ``keep`` (the reference a caller pairs with) where
+    it is a member, otherwise under its first name."""
     repeats = {(prof, task, name) for (prof, task), same in groups(cells).items()
-               for name, rep in representatives(same).items() if name != rep}
+               for name, rep in representatives(same, keep).items() if name != rep}
     keep = [(str(r.profile), str(r.task), str(r.attention)) not in repeats for r in cells.itertuples()]
     return cells[keep]

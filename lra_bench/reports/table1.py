@@ -45,6 +45,7 @@ import pandas as pd
 from lra_bench.reports import paper
 from lra_bench.reports import significance as sig
 from lra_bench.reports.chance import cell_at_chance, collapsed
+from lra_bench.reports.same_predictions import representatives
 from lra_bench.reports.store import read_json_tree
 from lra_bench.reports.tasks import TASK_LABELS, TASKS, TASKS5
 from lra_bench.reports.verdicts import AVG, verdicts_note, verdicts_of
@@ -444,6 +445,12 @@ def _avg_columns(row: dict, average: dict) -> dict:
     return out
 
 
+def _same_as(same: list[list[str]], reference: str, att: str) -> str:
+    """The name ``att``'s result is tested and ranked under when it is one result under several names, else ''."""
+    rep = representatives(same, reference).get(att, att)
+    return rep if rep != att else ""
+
+
 def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = True,
            reference: str = REFERENCE, margin: float = sig.MARGIN) -> tuple[pd.DataFrame, str]:
     """Table 1 rows (one per profile x attention) and its Markdown (one block per profile).
@@ -453,6 +460,8 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
     ``_interval``: its kind), ``<task>_collapsed`` (collapsed runs) and ``_at_chance``, the verdict against
     ``reference`` ``<task>_vs_ref`` with ``_d`` (difference, points), ``_p_holm``, ``_lower`` (its one-sided 95 %
     lower bound) and ``_method``, ``<task>_best`` (in the confidence set for the column's best) and ``_p_rank1``,
+    ``<task>_same_as`` / ``avg_same_as`` (the name this variant's result is tested under when it repeats another's
+    predictions: its P(rank 1) is that result's, not a share of its own),
     ``avg5`` (the paper's 5-task mean), ``avg6``, ``avg_present`` (the LRA average shown: the tasks not at
     chance), ``avg_lo`` / ``avg_hi``, ``avg_vs_ref``, ``avg_d``, ``avg_lower``, ``avg_best``, ``avg_p_rank1``,
     ``avg_collapsed``, ``n_tasks``, ``params`` (median over the attention's ok records), and ``paper_<task>`` /
@@ -489,12 +498,14 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
                 row[f"{task}_method"] = verdict["method"] if verdict else ""
                 row[f"{task}_best"] = bool(best and att in best["set"])
                 row[f"{task}_p_rank1"] = best["p_rank1"].get(att, math.nan) if best else math.nan
+                row[f"{task}_same_as"] = _same_as(test.get("same", []), reference, att)
                 row[TASK_LABELS[task]] = cell_text(row[f"{task}_mean"], n, failures, row[f"{task}_lo"],
                                                    row[f"{task}_hi"], _marks(verdict, best, att),
                                                    row[f"{task}_collapsed"])
             ok = runs[(runs.profile == prof) & (runs.attention == att) & (runs.status == "ok")]
             row["params"] = float(ok.params.median()) if ok.params.notna().any() else math.nan
             row.update(_avg_columns(row, verdicts[AVG]))
+            row["avg_same_as"] = _same_as(verdicts[AVG]["same"], reference, att)
             if paper_columns:
                 ref = paper.TABLE1.get(att)
                 for i, task in enumerate(TASKS5):
@@ -556,16 +567,17 @@ def one_profile(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame
 
 
 SCORE_COLUMNS = ["attention", "profile", "score", "n_tasks", "params", "score_lo", "score_hi", "best", "p_rank1",
-                 "seeds", "seeds_max", "collapsed"]
+                 "seeds", "seeds_max", "collapsed", "same_as"]
 
 
 def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     """attention, profile, score (the LRA average over the tasks it covers: the 5, or those present, without a task
     at chance for every variant), n_tasks, params of one profile, with the score's 95 % interval (score_lo,
     score_hi), whether it is in the confidence set for the best average (best) and its P(rank 1), the fewest and
-    the most seeds of its tasks (seeds, seeds_max) and its collapsed runs on them. ``attrs``: "tasks" (covered),
-    "left_out" (at chance), "all_at_chance" (every task present is at chance: ``score`` is then their mean accuracy,
-    which ranks nothing), "detectable" (task -> Detectable) and "reference"."""
+    the most seeds of its tasks (seeds, seeds_max), its collapsed runs on them, and same_as (the name its average
+    is tested and ranked under when it repeats another variant's predictions on every task, else ''). ``attrs``:
+    "tasks" (covered), "left_out" (at chance), "all_at_chance" (every task present is at chance: ``score`` is then
+    their mean accuracy, which ranks nothing), "detectable" (task -> Detectable) and "reference"."""
     if table.empty:
         return pd.DataFrame(columns=SCORE_COLUMNS)
     t = one_profile(table, profile)
@@ -580,7 +592,8 @@ def lra_scores(table: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     out = pd.DataFrame({"attention": t.attention, "profile": t.profile, "score": t.avg_present,
                         "n_tasks": t.n_tasks, "params": t.params, "score_lo": t.avg_lo, "score_hi": t.avg_hi,
                         "best": t.avg_best, "p_rank1": t.avg_p_rank1, "seeds": per_task.min(axis=1),
-                        "seeds_max": per_task.max(axis=1), "collapsed": t.avg_collapsed}).reset_index(drop=True)
+                        "seeds_max": per_task.max(axis=1), "collapsed": t.avg_collapsed,
+                        "same_as": t.avg_same_as}).reset_index(drop=True)
     out.attrs.update(tasks=list(tasks), left_out=left_out, all_at_chance=False,
                      detectable=_detectable(verdicts),
                      reference=table.attrs.get("reference", REFERENCE))
@@ -608,7 +621,7 @@ def _chance_scores(t: pd.DataFrame, tasks: list[str], verdicts: dict, reference:
                      "score": float(np.mean([row[f"{task}_mean"] for task in present])), "n_tasks": len(present),
                      "params": row["params"], "score_lo": lo, "score_hi": hi, "best": False, "p_rank1": math.nan,
                      "seeds": min(seeds), "seeds_max": max(seeds),
-                     "collapsed": int(sum(row[f"{task}_collapsed"] for task in present))})
+                     "collapsed": int(sum(row[f"{task}_collapsed"] for task in present)), "same_as": ""})
     out = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     out.attrs.update(tasks=[], left_out=list(tasks), all_at_chance=True,
                      detectable=_detectable(verdicts),
