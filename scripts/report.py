@@ -222,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = protocols.get(main, every_run)
     about = f" (protocol: {main})" if len(protocols) > 1 or main != SCRATCH else ""
     profile = args.profile or pick_profile(runs)
-    t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin)
-    if same := identical_note(runs, args.profile):  # one result under several names (bigbird, longformer = flash)
+    scored = task_cells(runs, args.profile)  # once: decoding every record's predictions is the slow part
+    t1, md1 = table1(runs, args.profile, reference=args.reference, margin=args.margin, cells=scored)
+    if same := identical_note(scored):  # one result under several names (bigbird, longformer = flash)
         md1 = f"{md1}\n{same}"
     if t1.empty:
         skipped.append(f"Table 1 and accuracy plot: {md1} under {args.runs_dir}")
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "table1.md").write_text(f"# LRA Table 1 on this hardware{about}\n\nRegenerate: `{command}`\n\n{md1}\n")
         written += ["table1.md", "table1.csv"]
         sections.append(f"## Table 1: test accuracy\n\n{md1}")
-        sections.append(rank_reliability(task_cells(runs, args.profile))[1])
+        sections.append(rank_reliability(scored)[1])
         if args.score_task:
             tvp, md_tvp = task_vs_paper(t1, args.score_task, profile)
             name = f"table1_{args.score_task}_vs_paper"
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                                             f"{md_tvp}")
             written += [f"{name}.md", f"{name}.csv"]
             sections.append(md_tvp)
-        fig = accuracy_plots(runs, out / "accuracy.png", profile)
+        fig = accuracy_plots(runs, out / "accuracy.png", profile, cells=scored)
         plt.close(fig)
         written += ["accuracy.png", "accuracy.svg"]
         sections.append(f"![Per-task test accuracy, profile {profile}](accuracy.png)\n")
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             written += ["bubble.png", "bubble.svg", "bubble.csv"]
             note = ("" if not omitted else "Not plotted: " + "; ".join(f"{a} ({r})" for a, r in omitted.items())
                     + ".\n\n")
-            if same_here := identical_note(runs, profile, chart=True):
+            if same_here := identical_note(scored[scored.profile == profile], chart=True):
                 note += f"{same_here}\n"
             if stood_in:
                 note += (f"The benchmark cells under `{args.bench_dir}` gave no point ({stood_in}), so the run records "
@@ -314,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         if label == main:
             continue
         name = slug(label)
-        tp, mdp = table1(subset, args.profile, reference=args.reference, margin=args.margin)
-        if same := identical_note(subset, args.profile):
+        scored_here = task_cells(subset, args.profile)
+        tp, mdp = table1(subset, args.profile, reference=args.reference, margin=args.margin, cells=scored_here)
+        if same := identical_note(scored_here):
             mdp = f"{mdp}\n{same}"
         if tp.empty:
             skipped.append(f"Table 1 of protocol {label}: {mdp}")

@@ -61,17 +61,17 @@ def test_only_variants_with_the_same_predictions_on_every_seed_are_one_result(tm
     cpu = df[(df.profile == "cpu") & (df.task == "listops")]
     accs = {a: sorted(cpu.loc[cpu.attention == a, "test_acc"]) for a in ("sinkhorn", "flash")}
     assert accs["sinkhorn"] == accs["flash"]  # the same accuracies, other predictions: not one result
-    assert identical_groups(df, "cpu") == {("cpu", "listops"): [["longformer", "bigbird", "flash"]]}
-    assert identical_groups(df, None) == {("cpu", "listops"): [["longformer", "bigbird", "flash"]],
+    assert identical_groups(task_cells(df, "cpu")) == {("cpu", "listops"): [["longformer", "bigbird", "flash"]]}
+    assert identical_groups(task_cells(df, None)) == {("cpu", "listops"): [["longformer", "bigbird", "flash"]],
                                           ("quick", "listops"): [["synthesizer", "fnet"]]}
-    note = identical_note(df, "cpu")
+    note = identical_note(task_cells(df, "cpu"))
     assert note.startswith("**The same predictions, example by example, on every seed** (one result under several "
                            "names, not independent ones; at the runs' lengths BigBird's blocks")
     assert note.rstrip().endswith("ListOps (`cpu`): longformer, bigbird, flash.") and "Text" not in note
-    other = identical_note(df, None, chart=True)  # synthesizer and fnet: no known reason, said so
+    other = identical_note(task_cells(df, None), chart=True)  # synthesizer and fnet: no known reason, said so
     assert "their bubbles' heights are one accuracy" in other and "check their configs" in other
     assert "ListOps (`quick`): synthesizer, fnet" in other
-    assert identical_note(df[~df.attention.isin(["bigbird", "longformer", "synthesizer"])], None) == ""
+    assert identical_note(task_cells(df[~df.attention.isin(["bigbird", "longformer", "synthesizer"])], None)) == ""
 
 
 # -- the statistics count one result once ---------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_one_seed_is_no_evidence_of_one_result(tmp_path):
         write(runs, scored("listops", "softmax", seed, guesses(seed, 0.5, 1)))
     df = load_runs(runs)
     table, md = table1(df, "cpu")
-    assert table.attrs["verdicts"]["cpu"]["listops"]["same"] == [] and identical_note(df, "cpu") == ""
+    assert table.attrs["verdicts"]["cpu"]["listops"]["same"] == [] and identical_note(task_cells(df, "cpu")) == ""
     assert "are one result" not in md and set(table.listops_same_as) == {""}
 
 

@@ -49,16 +49,21 @@ def per_cell_text(counts) -> str:
 
 
 def accuracy_plots(runs: pd.DataFrame, path: Path | str | None = None, profile: str | None = None,
-                   paper_marks: bool = True, title: str | None = None):
+                   paper_marks: bool = True, title: str | None = None, cells: pd.DataFrame | None = None):
     """One figure, a panel per task with records; saves ``path`` (PNG) and the SVG beside it when given.
 
     ``runs`` is :func:`lra_bench.reports.table1.load_runs`'s frame; ``profile`` defaults to
     :func:`pick_profile`'s choice. The plotted bars are in ``fig.accuracy_data`` (profile, attention, task,
     mean, std, lo, hi, n, seeds, failures, collapsed, at_chance). Raises ValueError when there is no non-synthetic
-    record.
+    record. ``cells``: :func:`task_cells` of ``runs`` (any profiles) when the caller has them already.
     """
     profile = profile or pick_profile(runs)
-    cells = task_cells(runs, profile) if profile is not None else pd.DataFrame()
+    if profile is None:
+        cells = pd.DataFrame()
+    elif cells is None:
+        cells = task_cells(runs, profile)
+    else:
+        cells = cells[cells.profile == profile]
     if cells.empty:
         raise ValueError(f"no non-synthetic run records{f' for profile {profile!r}' if profile else ''}")
     tasks = [t for t in TASKS if t in set(cells.task)]

@@ -15,30 +15,31 @@ from __future__ import annotations
 import pandas as pd
 
 from lra_bench.reports.same_predictions import groups
-from lra_bench.reports.table1 import TASK_LABELS, TASKS, attention_order, task_cells
+from lra_bench.reports.table1 import TASK_LABELS, TASKS, attention_order
 
 #: the variants that run the same function as flash where their patterns reach every key (the blocked kernel)
 PLAIN_AT_SHORT_LENGTHS = {"flash", "bigbird", "longformer"}
 
 
-def identical_groups(runs: pd.DataFrame, profile: str | None) -> dict[tuple[str, str], list[list[str]]]:
+def identical_groups(cells: pd.DataFrame) -> dict[tuple[str, str], list[list[str]]]:
     """(profile, task) -> groups of two or more variants (in the table's order) whose ok records have the same seeds
-    on the same test set and, seed by seed, the same predicted class for every test example. ``profile`` None:
-    every profile, each on its own."""
+    (two or more) on the same test set and, seed by seed, the same predicted class for every test example, from
+    :func:`lra_bench.reports.table1.task_cells` (of one profile or of every profile, each on its own)."""
     order = {t: i for i, t in enumerate(TASKS)}
-    found = groups(task_cells(runs, profile))
+    found = groups(cells)
     return {key: sorted(attention_order(g) for g in found[key])
             for key in sorted(found, key=lambda k: (k[0], order.get(k[1], 99), k[1]))}
 
 
-def identical_note(runs: pd.DataFrame, profile: str | None, chart: bool = False) -> str:
-    """Markdown naming the variants that repeat another's predictions ('' when none). ``chart``: said of the
-    bubbles, whose heights are one result but whose speed and memory are each variant's own."""
-    groups = identical_groups(runs, profile)
-    if not groups:
+def identical_note(cells: pd.DataFrame, chart: bool = False) -> str:
+    """Markdown naming the variants that repeat another's predictions ('' when none), from ``cells``
+    (:func:`lra_bench.reports.table1.task_cells`). ``chart``: said of the bubbles, whose heights are one result but
+    whose speed and memory are each variant's own."""
+    found = identical_groups(cells)
+    if not found:
         return ""
     lines, every = [], set()
-    for (prof, task), task_groups in groups.items():
+    for (prof, task), task_groups in found.items():
         lines.append(f"{TASK_LABELS.get(task, task)} (`{prof}`): " + "; ".join(", ".join(g) for g in task_groups))
         every.update(a for g in task_groups for a in g)
     why = ("at the runs' lengths BigBird's blocks and Longformer's band reach every key and run plain attention, the "

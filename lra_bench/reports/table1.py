@@ -452,7 +452,8 @@ def _same_as(same: list[list[str]], reference: str, att: str) -> str:
 
 
 def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = True,
-           reference: str = REFERENCE, margin: float = sig.MARGIN) -> tuple[pd.DataFrame, str]:
+           reference: str = REFERENCE, margin: float = sig.MARGIN,
+           cells: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """Table 1 rows (one per profile x attention) and its Markdown (one block per profile).
 
     The frame holds the display columns (task labels, ``AVG5``, ``AVG6``, ``PAPER_AVG``) and numeric ones:
@@ -466,8 +467,10 @@ def table1(df: pd.DataFrame, profile: str | None = None, paper_columns: bool = T
     chance), ``avg_lo`` / ``avg_hi``, ``avg_vs_ref``, ``avg_d``, ``avg_lower``, ``avg_best``, ``avg_p_rank1``,
     ``avg_collapsed``, ``n_tasks``, ``params`` (median over the attention's ok records), and ``paper_<task>`` /
     ``paper_avg5`` when ``paper_columns``. ``table.attrs["verdicts"]``: profile -> :func:`verdicts_of`'s result.
+    ``cells``: :func:`task_cells` of ``df`` and ``profile`` when the caller has them already (decoding every
+    record's predictions is the slow part).
     """
-    cells = task_cells(df, profile)
+    cells = task_cells(df, profile) if cells is None else cells
     if cells.empty:
         which = f" for profile {profile!r}" if profile else ""
         return pd.DataFrame(), f"(no non-synthetic run records{which})"
