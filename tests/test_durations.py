@@ -132,6 +132,8 @@ GENERATED_BLOCKS = {
     "variance-budget": "tests/test_planning.py::test_the_variance_budget_in_the_docs_is_the_plan_scripts",
     "quick-design": "tests/test_planning.py::test_the_quick_design_table_in_the_docs_is_the_plan_scripts",
     "plateau": "tests/test_curated_results.py::test_the_redos_quoted_costs_and_plateau_are_its_committed_records",
+    "variance-budget-after": "tests/test_planning.py::"
+                             "test_the_variance_budget_after_in_the_docs_is_the_plan_scripts_on_the_redo",
 }
 
 

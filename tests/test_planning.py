@@ -235,3 +235,20 @@ def test_the_redos_measured_listops_gaps_in_the_docs_are_the_plan_scripts(tmp_pa
     assert f"the seed sd is {figures['four'].seed_sd:.2f} points" in docs
     assert f"the detectable gap of 4 seeds x 10,000 is {figures['four'].detectable_gap:.2f}" in docs
     assert f"6 x 10,000 (150 records) detects {figures['six'].detectable_gap:.2f} points" in docs
+
+
+def test_the_variance_budget_after_in_the_docs_is_the_plan_scripts_on_the_redo(tmp_path):
+    """docs/benchmark.md's "variance budget after" rows are what `python scripts/plan.py --power 3 --runs-dir
+    results/cpu/runs_next` prints for the redo's committed records (issue 46: the detectable gap and minutes per run
+    after), for the tasks whose records are all in (add a row when a task's are)."""
+    out = tmp_path / "power_plan.md"
+    assert _plan_module().main(["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs_next"),
+                                "--out", str(out)]) == 0
+    text = out.read_text()
+    printed = [line for line in text[text.index("Variance budget"):text.index("Seeds per variant")].splitlines()
+               if line.startswith("|")]
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    quoted = docs[docs.index("<!-- variance-budget-after:begin -->"):docs.index("<!-- variance-budget-after:end -->")]
+    quoted = [line for line in quoted.splitlines() if line.startswith("|")]
+    assert quoted[:2] == printed[:2] and set(quoted[2:]) <= set(printed[2:]), "a row differs from plan.py's"
+    assert [row.split("|")[1].strip() for row in quoted[2:]] == ["ListOps", "Text"]
