@@ -31,7 +31,9 @@ def test_the_gain_is_taken_over_each_runs_own_last_quarter():
     run = evals({150 * k: 0.30 + 0.01 * k for k in range(1, 17)})  # 150 ... 2,400
     steps, at_end, gain = last_quarter_gain(run)
     assert steps == 2400 and at_end == pytest.approx(46.0) and gain == pytest.approx(4.0)  # 2,400 vs 1,800
-    assert math.isnan(last_quarter_gain(evals({200: 0.3, 400: 0.35, 600: 0.4}))[2])  # no evaluation at 450
+    between = last_quarter_gain(evals({200: 0.3, 400: 0.35, 600: 0.4}))[2]  # 450 between 400 and 600: the line
+    assert between == pytest.approx(100 * (0.4 - (0.35 + 0.05 * 50 / 200)))
+    assert math.isnan(last_quarter_gain(evals({500: 0.3, 600: 0.4}))[2])  # nothing at or before 450
 
 
 def test_the_table_pools_seeds_with_a_t_interval_and_keeps_budgets_apart():
@@ -53,23 +55,31 @@ def test_the_table_pools_seeds_with_a_t_interval_and_keeps_budgets_apart():
     assert "not shown below the gap" in last_quarter_markdown(table, {"listops": 1.0})
 
 
-def test_the_committed_budget_study_regenerates_exactly(tmp_path, monkeypatch):
-    committed = ROOT / "results" / "budget"
-    if not (committed / "runs").is_dir():
-        pytest.skip("no committed budget study")
-    monkeypatch.setattr(sys, "argv", ["budget_curves.py", "--runs-dir", str(committed / "runs"), "--out",
-                                      str(tmp_path)])
+@pytest.mark.parametrize("folder, args", [
+    ("budget", ["--runs-dir", "results/budget/runs"]),
+    ("budget/cpu", ["--runs-dir", "results/cpu_ssm/runs", "--gaps-from", "results/cpu_ssm/runs", "--title",
+                    "Validation accuracy at profile=cpu (results/cpu_ssm: softmax, s4d, lru)"]),
+], ids=["quick", "cpu"])
+def test_the_committed_budget_study_regenerates_exactly(tmp_path, monkeypatch, folder, args):
+    """results/budget (quick: softmax and lru past the budget) and results/budget/cpu (profile=cpu's own budget, from
+    the curated results/cpu_ssm records) regenerate from their records, and the docs quote every row's gain."""
+    committed = ROOT / "results" / folder
+    if not (ROOT / args[1]).is_dir():
+        pytest.skip(f"no committed {args[1]}")
+    argv = [a if not a.startswith("results/") else str(ROOT / a) for a in args]
+    monkeypatch.setattr(sys, "argv", ["budget_curves.py", *argv, "--out", str(tmp_path)])
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
     runpy.run_path(str(ROOT / "tools" / "budget_curves.py"), run_name="__main__")
     made = (tmp_path / "last_quarter.md").read_text().splitlines()
     kept = (committed / "last_quarter.md").read_text().splitlines()
     assert made[4:] == kept[4:]  # the Regenerate line names the folders given
-    assert (tmp_path / "curves.png").is_file()
+    assert (tmp_path / "curves.png").is_file() and (committed / "curves.png").is_file()
     docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())  # line breaks do not matter
     for line in kept:
         if line.startswith("| ") and not line.startswith(("| task", "|:")):
             cells = [c.strip() for c in line.split("|")]
-            assert f"`{cells[2]}` {cells[6]}" in docs  # docs quote every row's gain as the table has it
+            quote = f"`{cells[2]}` {cells[6]}" if folder == "budget" else f"{cells[1]} `{cells[2]}` {cells[6]}"
+            assert quote in docs, quote  # docs quote every row's gain as the table has it
 
 
 def test_the_docs_600_and_2400_step_figures_are_the_records():
