@@ -121,3 +121,24 @@ def test_over_mixers_the_mixers_are_the_units_and_budgets_stay_apart():
     text = over_mixers_markdown(summary)
     assert f"+{m:.2f} [{lo:+.2f}, {hi:+.2f}]" in text
     assert "1,800 to 2,400" in text and "mega +6.00" in text and "| +2.00 " in text  # one mixer: no interval
+
+
+def test_the_plateau_tool_judges_one_protocol_and_says_what_is_missing(tmp_path, monkeypatch, capsys):
+    """tools/plateau.py: a fine-tune's records (pretrain=mlm) never enter the scratch budget's rows, and a folder
+    without records, or without the protocol asked for, is a one-line error."""
+    runs = ROOT / "results" / "cpu_protocols" / "runs"
+    if not runs.is_dir():
+        pytest.skip("no committed results/cpu_protocols")
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    main = runpy.run_path(str(ROOT / "tools" / "plateau.py"))["main"]
+    assert main(["--runs-dir", str(runs)]) == 0
+    scratch = capsys.readouterr().out
+    assert main(["--runs-dir", str(runs), "--protocol", "mlm"]) == 0
+    mlm = capsys.readouterr().out
+    row = [line for line in mlm.splitlines() if line.startswith("| ListOps")]
+    assert row and row[0].split("|")[4].strip() == "1" and row[0] not in scratch  # softmax's fine-tunes alone
+    assert "| ListOps | 3,000" in scratch and "| Image   | 4,000" in scratch
+    assert main(["--runs-dir", str(runs), "--protocol", "causal"]) == 1
+    assert "no ok record of protocol 'causal'" in capsys.readouterr().err
+    assert main(["--runs-dir", str(tmp_path / "none")]) == 2
+    assert "pass the run records' folder" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """Is a sweep's budget at a plateau, per task over its mixers? From run records with at least two validations
 each (the redone `quick` validates four times): the last quarter's gain of every mixer (mean over its seeds), then
 per task the mean over mixers with its 95 % t interval over them and the mixer that gains most
-(``lra_bench.reports.budget.over_mixers``). Prints a Markdown table; docs/benchmark.md quotes it.
+(``lra_bench.reports.budget.over_mixers``), of one training protocol (``--protocol``, default scratch). Prints a
+Markdown table; docs/benchmark.md quotes it.
 
 Run:  python tools/plateau.py --runs-dir results/cpu/runs_next
 """
@@ -23,14 +24,19 @@ ROOT = _repo.ROOT
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "results" / "cpu" / "runs")
+    ap.add_argument("--protocol", default="scratch",
+                    help="the training protocol whose budget is judged (a fine-tune's gain is another question)")
     args = ap.parse_args(argv)
     if not args.runs_dir.is_dir():
         print(f"error: no folder {args.runs_dir}: pass the run records' folder (--runs-dir)", file=sys.stderr)
         return 2
     runs = load_runs(args.runs_dir)
-    table = last_quarter_table(runs[~runs.synthetic.astype(bool)]) if len(runs) else runs  # never synthetic data
+    if len(runs):
+        runs = runs[~runs.synthetic.astype(bool) & (runs.protocol == args.protocol)]  # never synthetic data
+    table = last_quarter_table(runs) if len(runs) else runs
     if table.empty:
-        print(f"error: no ok record under {args.runs_dir} with two or more validations", file=sys.stderr)
+        print(f"error: no ok record of protocol {args.protocol!r} under {args.runs_dir} with two or more "
+              "validations", file=sys.stderr)
         return 1
     print(over_mixers_markdown(over_mixers(table)))
     return 0
