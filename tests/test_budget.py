@@ -29,11 +29,14 @@ def evals(accs: dict[int, float]) -> list[dict]:
 
 def test_the_gain_is_taken_over_each_runs_own_last_quarter():
     run = evals({150 * k: 0.30 + 0.01 * k for k in range(1, 17)})  # 150 ... 2,400
-    steps, at_end, gain = last_quarter_gain(run)
-    assert steps == 2400 and at_end == pytest.approx(46.0) and gain == pytest.approx(4.0)  # 2,400 vs 1,800
-    between = last_quarter_gain(evals({200: 0.3, 400: 0.35, 600: 0.4}))[2]  # 450 between 400 and 600: the line
-    assert between == pytest.approx(100 * (0.4 - (0.35 + 0.05 * 50 / 200)))
-    assert math.isnan(last_quarter_gain(evals({500: 0.3, 600: 0.4}))[2])  # nothing at or before 450
+    steps, at_end, gain, drawn = last_quarter_gain(run)
+    assert steps == 2400 and at_end == pytest.approx(46.0) and gain == pytest.approx(4.0) and not drawn  # vs 1,800
+    tenths = evals({300 * k: 0.30 + 0.01 * k * k for k in range(1, 11)})  # profile=cpu's ListOps: every 300 of 3,000
+    steps, _, gain, drawn = last_quarter_gain(tenths)  # 2,250 between 2,100 and 2,400: the straight line
+    assert steps == 3000 and drawn and gain == pytest.approx(100 * (1.00 - (0.49 + 0.64) / 2))
+    far = last_quarter_gain(evals({200: 0.3, 400: 0.35, 600: 0.4}))  # 400 and 600 further apart than 600 / 8
+    assert math.isnan(far[2]) and not far[3]
+    assert math.isnan(last_quarter_gain(evals({500: 0.3, 600: 0.4}))[2])  # nothing before 450
 
 
 def test_the_table_pools_seeds_with_a_t_interval_and_keeps_budgets_apart():
@@ -80,6 +83,10 @@ def test_the_committed_budget_study_regenerates_exactly(tmp_path, monkeypatch, f
             cells = [c.strip() for c in line.split("|")]
             quote = f"`{cells[2]}` {cells[6]}" if folder == "budget" else f"{cells[1]} `{cells[2]}` {cells[6]}"
             assert quote in docs, quote  # docs quote every row's gain as the table has it
+    if folder == "budget/cpu":  # and the gaps that table is judged against
+        rows = (line.split("|") for line in kept if line.startswith("| ") and "---" not in line)
+        gaps = {c[1].strip(): c[7].strip() for c in rows}
+        assert f"({gaps['ListOps']} points on ListOps, {gaps['Image']} on image)" in docs
 
 
 def test_the_docs_600_and_2400_step_figures_are_the_records():
@@ -104,7 +111,8 @@ def test_the_docs_600_and_2400_step_figures_are_the_records():
 
 def test_over_mixers_the_mixers_are_the_units_and_budgets_stay_apart():
     """Per task the mean of the mixers' mean gains with a t interval over the mixers (not over runs: a mixer's seeds
-    share its effect), the largest mixer named, another budget its own row."""
+    share its effect), the largest mixer and the highest upper bound of a mixer's own interval named, another budget
+    its own row."""
     flat = {600 * k: 0.40 for k in range(1, 5)}
     gains = {"softmax": (0.01, 0.01, 0.01, 0.01), "lru": (0.02, 0.04), "mega": (0.05, 0.07, 0.06)}
     rows = [{"task": "listops", "attention": a, "status": "ok", "evals": evals({**flat, 1800: 0.40 - d})}
@@ -112,12 +120,13 @@ def test_over_mixers_the_mixers_are_the_units_and_budgets_stay_apart():
     rows.append({"task": "listops", "attention": "softmax", "status": "ok",
                  "evals": evals({300: 0.3, 450: 0.3, 600: 0.32})})  # another budget
     summary = over_mixers(last_quarter_table(pd.DataFrame(rows)))
-    assert list(summary.steps) == [2400, 600] and list(summary.mixers) == [3, 1]
+    assert list(summary.steps) == [2400, 600] and list(summary.results) == [3, 1]
     row = summary.iloc[0]
     m, lo, hi, _ = t_interval([1.0, 3.0, 6.0])  # the mixers' means, in points
     assert (row.gain, row.lo, row.hi) == pytest.approx((m, lo, hi)) and row.largest == "mega"
     runs_interval = t_interval([1.0] * 4 + [2.0, 4.0] + [5.0, 7.0, 6.0])
     assert (row.lo, row.hi) != pytest.approx(runs_interval[1:3])  # not the runs as units
+    assert row.highest == "lru" and row.highest_hi == pytest.approx(t_interval([2.0, 4.0])[2])  # 2 seeds: widest
     text = over_mixers_markdown(summary)
     assert f"+{m:.2f} [{lo:+.2f}, {hi:+.2f}]" in text
     assert "1,800 to 2,400" in text and "mega +6.00" in text and "| +2.00 " in text  # one mixer: no interval

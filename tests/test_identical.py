@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lra_bench.reports.budget import last_quarter_table, over_mixers, plateau_runs
 from lra_bench.reports.identical import identical_groups, identical_note
 from lra_bench.reports.power_plan import plan_task
 from lra_bench.reports.reliability import rank_reliability
@@ -189,3 +190,26 @@ def test_rank_reliability_and_the_planner_count_one_result_once(tmp_path):
                              "--design", f"listops=3x{N}"]) == 0
     printed = pd.read_csv(out.with_suffix(".csv")).set_index("design").loc[f"given 3 x {N}"]
     assert (printed.runs, printed.detectable_gap) == (18, pytest.approx(given.detectable_gap))
+
+
+def test_the_plateau_counts_one_result_once_and_leaves_out_cells_at_chance(tmp_path):
+    """tools/plateau.py's records (budget.plateau_runs): flash = bigbird = longformer enter once, under the reference
+    when it is one of them; a cell with a collapsed run, another protocol's records and synthetic ones never."""
+    runs = tmp_path / "runs"
+    curve = [{"step": s, "val_acc": a} for s, a in ((600, 0.30), (1200, 0.35), (1800, 0.38), (2400, 0.40))]
+    for seed in (0, 1, 2):
+        plain = guesses(seed, 0.5)
+        for att, p in (("flash", plain), ("bigbird", plain), ("longformer", plain),
+                       ("softmax", guesses(seed, 0.52, 10)), ("local", guesses(seed, 0.49, 20)),
+                       ("linformer", np.zeros(N, int) if seed else guesses(seed, 0.5, 50))):  # 2 of 3 collapsed
+            write(runs, {**scored("listops", att, seed, p), "evals": curve})
+        fine_tune = scored("listops", "sinkhorn", seed, guesses(seed, 0.4, 60))
+        fine_tune["config"] = {**fine_tune["config"], "pretrain": {"name": "mlm"}}
+        write(runs, {**fine_tune, "evals": curve})
+        write(runs, {**record("listops", "routing", seed, acc=0.4, synthetic=True), "evals": curve})
+    df = load_runs(runs)
+    kept = plateau_runs(df)
+    assert sorted(set(kept.attention)) == ["bigbird", "local", "softmax"]
+    assert sorted(set(plateau_runs(df, reference="flash").attention)) == ["flash", "local", "softmax"]
+    assert set(plateau_runs(df, protocol="mlm").attention) == {"sinkhorn"}
+    assert list(over_mixers(last_quarter_table(kept)).results) == [3]

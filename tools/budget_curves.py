@@ -12,7 +12,7 @@ from pathlib import Path
 
 import _repo  # this checkout's lra_bench first (tools/_repo.py)
 
-from lra_bench.reports.budget import last_quarter_markdown, last_quarter_table
+from lra_bench.reports.budget import last_quarter_markdown, last_quarter_table, plateau_runs
 from lra_bench.reports.curves import val_curves
 from lra_bench.reports.detectable import detectable
 from lra_bench.reports.same_predictions import drop_repeats
@@ -44,7 +44,7 @@ def main() -> None:
                     help="the curated runs whose detectable gaps the gains are compared with")
     ap.add_argument("--title", default=TITLE, help="the figure's title")
     args = ap.parse_args()
-    runs = load_runs(args.runs_dir)
+    runs = plateau_runs(load_runs(args.runs_dir))  # scratch, the records' profile, one result once, none at chance
     val_curves(runs, args.out / "curves", title=args.title)
     table = last_quarter_table(runs)
     gaps = detectable_gaps(args.gaps_from)
