@@ -106,8 +106,8 @@ def verdicts_note(cells: pd.DataFrame, verdicts: dict[str, dict], reference: str
                      f"the table) are one result: each is tested, ranked and counted once -- in Holm's family, in "
                      f"the best set's comparisons and P(rank 1) (shown under each name, and in the best set as "
                      f"a/b), and in the detectable gap -- and every name shows its result's mark; {m[sig.SAME]} = "
-                     f"the reference's own predictions (no test made). Cells with a collapsed run, or a single seed, "
-                     f"are never one result: they agree for another reason, and stay apart. ")
+                     f"the reference's own predictions (no test made). Cells with a collapsed run (they agree for "
+                     f"another reason) or a single seed (too little evidence) are never one result. ")
     methods = [v["method"] for k, t in verdicts.items() if k != AVG for v in t["vs_ref"].values()
                if v["method"] and "same_as" not in v]  # a result under several names is tested once
     if methods:
