@@ -19,7 +19,7 @@ from lra_bench.stats.intervals import cell_interval
 from lra_bench.stats.paired import lower_bound
 from lra_bench.store.records import read_records, run_wall_seconds
 from tests.conftest import ROOT
-from tests.helpers.markdown import markdown_rows
+from tests.helpers.markdown import assert_block_quotes, markdown_rows
 
 CURATED = sorted(p.parent for p in (ROOT / "results").rglob("CURATED")  # the report's curated sets (a study
                  if "scripts/report.py --curated" in p.read_text())  # folder made by a tool has its own test)
@@ -405,12 +405,5 @@ def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "plateau.py"), "--runs-dir",
                            str(ROOT / "results" / "cpu" / "runs_next")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    printed = markdown_rows(done.stdout)
-    quoted = markdown_rows(docs[docs.index("<!-- plateau:begin -->"):docs.index("<!-- plateau:end -->")])
-    assert quoted[0] == printed[0], "the plateau table's columns changed: copy tools/plateau.py's table again"
-    rows = {row[0]: row for row in printed[1:]}
-    for row in quoted[1:]:  # padding aside: a task whose records grow widens every line
-        assert row == rows.get(row[0]), (f"docs/benchmark.md's plateau row for {row[0]} is not tools/plateau.py's "
-                                         f"{rows.get(row[0])}: update it (python tools/plateau.py --runs-dir "
-                                         "results/cpu/runs_next)")
-    assert [row[0] for row in quoted[1:]] == ["ListOps", "Text"]
+    assert_block_quotes(docs, "plateau", done.stdout, "python tools/plateau.py --runs-dir results/cpu/runs_next",
+                        ["ListOps", "Text"])

@@ -19,7 +19,7 @@ from lra_bench.reports.table1 import load_runs, task_cells
 from lra_bench.run.runner import run
 from lra_bench.stats.power import detectable_gap, power
 from lra_bench.store.records import read_tree
-from tests.helpers.markdown import markdown_rows
+from tests.helpers.markdown import assert_block_quotes
 from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -246,14 +246,6 @@ def test_the_variance_budget_after_in_the_docs_is_the_plan_scripts_on_the_redo(t
     assert _plan_module().main(["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs_next"),
                                 "--out", str(out)]) == 0
     text = out.read_text()
-    printed = markdown_rows(text[text.index("Variance budget"):text.index("Seeds per variant")])
     docs = (ROOT / "docs" / "benchmark.md").read_text()
-    quoted = markdown_rows(docs[docs.index("<!-- variance-budget-after:begin -->"):
-                                docs.index("<!-- variance-budget-after:end -->")])
-    assert quoted[0] == printed[0], "the variance budget's columns changed: copy plan.py's first table again"
-    rows = {row[0]: row for row in printed[1:]}
-    for row in quoted[1:]:  # padding aside: a task whose records land widens every line
-        assert row == rows.get(row[0]), (f"docs/benchmark.md's variance budget after, {row[0]}: plan.py now prints "
-                                         f"{rows.get(row[0])}; update it (python scripts/plan.py --power 3 "
-                                         "--runs-dir results/cpu/runs_next)")
-    assert [row[0] for row in quoted[1:]] == ["ListOps", "Text"]
+    assert_block_quotes(docs, "variance-budget-after", text[text.index("Variance budget"):text.index("Seeds per")],
+                        "python scripts/plan.py --power 3 --runs-dir results/cpu/runs_next", ["ListOps", "Text"])
