@@ -130,7 +130,7 @@ def test_collapsed_runs_and_a_task_at_chance_left_out_of_the_average(tmp_path):
     # the average covers ListOps and Image only: (70 + 71 + 72) / 3 and (50 + 70 + 71 + 70 + 71 + 70) / 6
     assert t.loc["linear", "n_tasks"] == 2
     assert t.loc["linear", "avg_present"] == pytest.approx((71.0 + 67.0) / 2)
-    assert "left out of the LRA average, its marks and its best set: Pathfinder" in md
+    assert "left out of the LRA average, the average's marks and its best set" in md and "chance): Pathfinder" in md
     assert "Collapsed runs" in md and "Pathfinder 6 of 6" in md and "Image 1 of 9" in md
     scores = lra_scores(frame, "cpu")  # what the chart plots, and what its caption says about it
     assert scores.attrs["tasks"] == ["listops", "image"] and scores.attrs["left_out"] == ["pathfinder"]

@@ -43,7 +43,7 @@ def identical_note(cells: pd.DataFrame, chart: bool = False) -> str:
         lines.append(f"{TASK_LABELS.get(task, task)} (`{prof}`): " + "; ".join(", ".join(g) for g in task_groups))
         every.update(a for g in task_groups for a in g)
     why = ("at the runs' lengths BigBird's blocks and Longformer's band reach every key and run plain attention, the "
-           "same function as flash (docs/zoo_part1.md)" if every <= PLAIN_AT_SHORT_LENGTHS else
+           "same function as flash, through its code path (docs/zoo_part1.md)" if every <= PLAIN_AT_SHORT_LENGTHS else
            "one function, or one result filed under several names: check their configs")
     what = ("their bubbles' heights are one accuracy, their speed and memory each one's own" if chart else
             "one result under several names, not independent ones")

@@ -103,11 +103,12 @@ def verdicts_note(cells: pd.DataFrame, verdicts: dict[str, dict], reference: str
              "apart from the best at this power, not that it equals it. Cells with one seed enter neither. "]
     if any(v.get("same") for v in verdicts.values()):
         lines.append(f"Variants with the same predictions as another's on every test example and seed (named below "
-                     f"the table) are one result: each is tested, ranked and counted once -- in Holm's family, in "
-                     f"the best set's comparisons and P(rank 1) (shown under each name, and in the best set as "
-                     f"a/b), and in the detectable gap -- and every name shows its result's mark; {m[sig.SAME]} = "
-                     f"the reference's own predictions (no test made). Cells with a collapsed run (they agree for "
-                     f"another reason) or a single seed (too little evidence) are never one result. ")
+                     "the table) are one result: each is tested, ranked and counted once -- in Holm's family, in the "
+                     "best set's comparisons and P(rank 1) (the result's, repeated under each name in table1.csv, and "
+                     "in the best set shown once as a/b), and in the detectable gap -- and every name shows its "
+                     f"result's mark; {m[sig.SAME]} = the reference's own predictions (no test made). Cells with a "
+                     "collapsed run (they agree for another reason) or a single seed (too little evidence) are never "
+                     "one result. ")
     methods = [v["method"] for k, t in verdicts.items() if k != AVG for v in t["vs_ref"].values()
                if v["method"] and "same_as" not in v]  # a result under several names is tested once
     if methods:
@@ -181,7 +182,8 @@ def _chance(ok: pd.DataFrame, average: dict) -> str:
     if average["left_out"]:
         names = ", ".join(TASK_LABELS[t] for t in average["left_out"])
         lines.append(f"At chance for every variant (each cell's runs all collapsed or its interval holding the "
-                     f"majority rate), so shown but left out of the LRA average, its marks and its best set: {names}. ")
+                     f"majority rate), so shown but left out of the LRA average, the average's marks and its best "
+                     f"set (the column's own marks compare runs at chance): {names}. ")
     if average["tasks"]:
         lines.append("The LRA average covers " + ", ".join(TASK_LABELS[t] for t in average["tasks"]) + ". ")
     return "".join(lines)
