@@ -39,9 +39,10 @@ def verdicts_of(cells: pd.DataFrame, reference: str, margin: float = sig.MARGIN)
     same = {task: found for (_, task), found in groups(ran).items()}  # one profile
     ranked, chance = ranked_tasks(cells)
     out: dict[str, dict] = {}
+    reps = {task: representatives(same.get(task, []), reference) for task in per_task}  # name -> counted under
     for task, samples in per_task.items():
         g = ran[ran.task == task].set_index("attention")
-        rep = representatives(same.get(task, []), reference)
+        rep = reps[task]
         distinct = {a: s for a, s in samples.items() if rep.get(a, a) == a}
         testable = [a for a, s in distinct.items() if len(s.accs) >= 2]
         vs_ref = sig.against(reference, distinct, margin) if reference in samples else {}
@@ -57,7 +58,7 @@ def verdicts_of(cells: pd.DataFrame, reference: str, margin: float = sig.MARGIN)
             counts[a] = counts.get(a, 0) + (len(s.accs) >= 2)
     full = sorted(a for a, k in counts.items() if k == len(five) and five)
     # on the average, one result = one result on every task it covers
-    result_on = {a: tuple(representatives(same.get(t, []), reference).get(a, a) for t in five) for a in full}
+    result_on = {a: tuple(reps[t].get(a, a) for t in five) for a in full}
     by_result: dict[tuple, list[str]] = {}
     for a in full:
         by_result.setdefault(result_on[a], []).append(a)
