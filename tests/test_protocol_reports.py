@@ -121,6 +121,33 @@ def test_spread_between_best_and_worst_variant_per_protocol(store):
     assert spread.loc[MATCHED].n_variants == 1 and math.isnan(spread.loc[MATCHED].spread_lo)
 
 
+def test_one_result_under_two_names_is_one_comparison_and_one_variant(store):
+    """flash's records predict exactly what softmax's do, seed by seed, in every protocol (bigbird and longformer
+    are flash at short lengths): Holm's families and the spread's count of variants count that result once."""
+    before = protocol_effects(load_runs(store), "cpu").set_index("attention")
+    for (attention, protocol), accs in ACCS.items():
+        for seed, acc in enumerate(accs):
+            if attention == "softmax":
+                rec = record("flash", protocol, seed, acc)
+                folder = store / "listops" / "flash" / rec["run_id"]
+                folder.mkdir(parents=True)
+                (folder / "record.json").write_text(json.dumps({**rec, "checksum": checksum(rec)}))
+    runs = load_runs(store)
+    effects = protocol_effects(runs, "cpu").set_index("attention")
+    assert sorted(effects.index) == ["flash", "linear", "softmax"]
+    for column in ("effect_p_holm", "vs_control_p_holm"):
+        assert effects.loc["softmax", column] == pytest.approx(before.loc["softmax", column]), column
+        assert effects.loc["flash", column] == pytest.approx(before.loc["softmax", column]), column
+    assert effects.loc["linear", "effect_p_holm"] == pytest.approx(before.loc["linear", "effect_p_holm"])
+    assert effects.loc["softmax", "vs_control_p_holm"] == pytest.approx(effects.loc["softmax", "vs_control_p"]), \
+        "the control comparison is one test, not two"
+    spread = protocol_spread(runs, "cpu").set_index("protocol")
+    assert spread.loc["scratch"].n_variants == 2 and spread.loc[MATCHED].n_variants == 1
+    assert spread.loc["scratch"].best in ("flash", "softmax")
+    assert spread.loc["scratch"].spread == pytest.approx(
+        (np.mean(ACCS[("softmax", "scratch")]) - np.mean(ACCS[("linear", "scratch")])) * 100)
+
+
 def test_report_script_writes_a_table_and_chart_per_protocol_and_the_effect_table(store, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "scripts/report.py", "--runs-dir", str(store), "--bench-dir", "none",

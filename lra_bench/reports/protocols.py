@@ -10,7 +10,9 @@ scratch group of the same fine-tune budget and with its control, and gives the d
 with its 95 % interval from the harness's paired test (``significance.compare``: over seeds and test examples when
 every record kept its predictions; over seeds alone otherwise). Holm's correction runs over each column's
 comparisons. ``protocol_spread`` gives, per task and protocol, the best and the worst variant and the difference
-between them, with its interval: how much the ranking spreads under each protocol.
+between them, with its interval: how much the ranking spreads under each protocol. One result under several names
+(:mod:`lra_bench.reports.same_predictions`: bigbird and longformer are flash at short lengths) is one comparison in
+Holm's family and one variant in the spread's count.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import pandas as pd
 from scipy import stats
 
 from lra_bench.reports import significance as sig
+from lra_bench.reports.chance import collapsed
+from lra_bench.reports.same_predictions import drop_repeats, result_key
 from lra_bench.reports.table1 import attention_order, task_cells
 from lra_bench.reports.tasks import TASK_LABELS, TASKS
 from lra_bench.stats.paired import holm_adjusted, p_value
@@ -77,6 +81,24 @@ def _sample(g: pd.DataFrame | None) -> sig.Sample | None:
                                                 g.test_fingerprint.tolist())
 
 
+def _result(g: pd.DataFrame | None, sample: sig.Sample | None) -> tuple | None:
+    """The group's ``same_predictions.result_key`` (None: not known to be one result with any other group)."""
+    if g is None:
+        return None
+    fell = any(collapsed(r.test_acc, r.test_examples, r.test_majority_rate, r.predictions) for r in g.itertuples())
+    return result_key(sample, g._seed.tolist(), fell)
+
+
+def _holm_distinct(p: np.ndarray, comparisons: list[tuple | None]) -> np.ndarray:
+    """Holm-adjusted ``p`` where rows with one (not None) comparison key are one test: the family counts it once
+    and each of its rows gets its adjusted p (one result under several names, ``same_predictions``)."""
+    first: dict[tuple, int] = {}
+    index = [first.setdefault(key, i) if key is not None else i for i, key in enumerate(comparisons)]
+    tests = sorted(set(index))
+    adjusted = dict(zip(tests, holm_adjusted(p[tests]), strict=True)) if tests else {}
+    return np.array([adjusted[i] for i in index], dtype=float)
+
+
 def _interval(result: tuple[float, float, float, str] | None, a: sig.Sample | None = None,
               b: sig.Sample | None = None) -> dict:
     """d, its 95 % interval and p from ``significance.compare``'s (d, se, df, method). Untestable (fewer than 2 seeds
@@ -110,7 +132,7 @@ def protocol_effects(runs: pd.DataFrame, profile: str | None = None) -> pd.DataF
     if profile is not None:
         runs = runs[runs.profile == profile]
     groups = _groups(runs)
-    rows = []
+    rows, comparisons = [], {"effect": [], "vs_control": []}
     for key, g in groups.items():
         *where, protocol = key
         if protocol == SCRATCH:
@@ -119,6 +141,9 @@ def protocol_effects(runs: pd.DataFrame, profile: str | None = None) -> pd.DataF
         scratch = groups.get((prof, att, task, pair, ft, 0.0, SCRATCH))
         control = groups.get((prof, att, task, pair, ft + pt, 0.0, SCRATCH))
         s_pre, s_scr, s_ctl = _sample(g), _sample(scratch), _sample(control)
+        for column, other, s_other in (("effect", scratch, s_scr), ("vs_control", control, s_ctl)):
+            pair = (_result(g, s_pre), _result(other, s_other))
+            comparisons[column].append(None if None in pair else (prof, task, protocol, ft, pt, *pair))
         effect = _interval(sig.compare(s_pre, s_scr) if s_scr is not None else None, s_pre, s_scr)
         vs_control = _interval(sig.compare(s_pre, s_ctl) if s_ctl is not None else None, s_pre, s_ctl)
         metric = [p.get("val_acc") if p.get("val_acc") is not None else p.get("val_mae") for p in g.pretraining
@@ -137,7 +162,7 @@ def protocol_effects(runs: pd.DataFrame, profile: str | None = None) -> pd.DataF
         })
     table = pd.DataFrame(rows, columns=EFFECT_COLUMNS)
     for column in ("effect", "vs_control"):
-        table[f"{column}_p_holm"] = holm_adjusted(table[f"{column}_p"].to_numpy(float)) if len(table) else []
+        table[f"{column}_p_holm"] = _holm_distinct(table[f"{column}_p"].to_numpy(float), comparisons[column])
     order = {a: i for i, a in enumerate(attention_order(table.attention.unique()))}
     table["_t"], table["_a"] = table.task.map(TASKS.index), table.attention.map(order)
     return table.sort_values(["profile", "_t", "_a", "protocol"]).drop(columns=["_t", "_a"]).reset_index(drop=True)
@@ -152,7 +177,7 @@ def protocol_spread(runs: pd.DataFrame, profile: str | None = None) -> pd.DataFr
     best - worst with its 95 % interval (``significance.compare``)."""
     rows = []
     for label, subset in by_protocol(runs).items():
-        cells = task_cells(subset, profile)
+        cells = drop_repeats(task_cells(subset, profile))  # one result under several names: one variant
         for (prof, task), c in cells[cells.n > 0].groupby(["profile", "task"]):
             best, worst = c.loc[c["mean"].idxmax()], c.loc[c["mean"].idxmin()]
             spread = _interval(sig.compare(best["sample"], worst["sample"]) if len(c) > 1 else None)

@@ -16,14 +16,19 @@ from __future__ import annotations
 import pandas as pd
 
 
-def _key(cell) -> tuple | None:
-    """(test set, ((seed, digest of its predicted classes), ...)) of one cell (a row of
-    :func:`lra_bench.reports.table1.task_cells`); None without per-example predictions, with a collapsed run, with
-    fewer than two seeds or with a seed twice."""
-    seeds = [str(s) for s in cell.seeds]  # scored_runs' key: a seed written as 0, 0.0 or "0" is one seed
-    if cell.sample.predicted is None or cell.collapsed or len(seeds) < 2 or len(set(seeds)) != len(seeds):
+def result_key(sample, seeds, collapsed: bool) -> tuple | None:
+    """(test set, ((seed, digest of its predicted classes), ...)) of a group of runs (its ``significance.Sample``,
+    its seeds, whether any run collapsed): two groups with one key are one result. None without per-example
+    predictions, with a collapsed run, with fewer than two seeds or with a seed twice."""
+    seeds = [str(s) for s in seeds]  # scored_runs' key: a seed written as 0, 0.0 or "0" is one seed
+    if sample is None or sample.predicted is None or collapsed or len(seeds) < 2 or len(set(seeds)) != len(seeds):
         return None  # one seed is too little evidence of one function, and such a cell enters no test anyway
-    return cell.sample.fingerprint, tuple(sorted(zip(seeds, cell.sample.predicted, strict=True)))
+    return sample.fingerprint, tuple(sorted(zip(seeds, sample.predicted, strict=True)))
+
+
+def _key(cell) -> tuple | None:
+    """``result_key`` of one cell (a row of :func:`lra_bench.reports.table1.task_cells`)."""
+    return result_key(cell.sample, cell.seeds, bool(cell.collapsed))
 
 
 def groups(cells: pd.DataFrame) -> dict[tuple[str, str], list[list[str]]]:
