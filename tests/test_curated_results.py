@@ -20,6 +20,7 @@ from lra_bench.stats.paired import lower_bound
 from lra_bench.store.records import read_records, run_wall_seconds
 from tests.conftest import ROOT
 from tests.helpers.markdown import assert_block_quotes, markdown_rows
+from tests.helpers.redo import RUNS_NEXT, complete_tasks
 
 CURATED = sorted(p.parent for p in (ROOT / "results").rglob("CURATED")  # the report's curated sets (a study
                  if "scripts/report.py --curated" in p.read_text())  # folder made by a tool has its own test)
@@ -389,21 +390,23 @@ def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
 
     docs = (ROOT / "docs" / "benchmark.md").read_text()
     text = " ".join(docs[docs.index("What a run costs now"):docs.index("<!-- plateau:begin -->")].split())
-    found = re.findall(r"a (ListOps|text) run (?:took )?a median ([\d.]+) minutes \(([\d.]+) to ([\d.]+)[^;]*; its "
-                       r"(\d+) records\)", text)
-    assert [f[0] for f in found] == ["ListOps", "text"], text
-    for task, median, low, high, count in found:
-        records = read_records(ROOT / "results" / "cpu" / "runs_next" / task.lower())
+    complete = complete_tasks()
+    before = {row[0]: row for row in markdown_rows(docs[docs.index("<!-- variance-budget:begin -->"):
+                                                        docs.index("<!-- variance-budget:end -->")])[1:]}
+    found = re.findall(r"an? (ListOps|text|image|Pathfinder) run (?:took )?a median ([\d.]+) minutes \(([\d.]+) to "
+                       r"([\d.]+)[^;]*; its (\d+) records\) against ([\d.]+)", text)
+    assert [f[0].capitalize() if f[0] != "ListOps" else f[0] for f in found] == complete, (
+        f"the run costs quoted are for {[f[0] for f in found]}, the tasks whose records are all in: {complete}")
+    for task, median, low, high, count, said_before in found:
+        records = read_records(RUNS_NEXT / task.lower())
         minutes = [run_wall_seconds(r) / 60 for r in records]  # a resumed run: its phases over every process
         assert (median, low, high, count) == (f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}",
                                               f"{max(minutes):.1f}", str(len(records))), task
         assert all(r["status"] == "ok" and r["profile"] == "quick" for r in records)
-    before = {row[0]: row for row in markdown_rows(docs[docs.index("<!-- variance-budget:begin -->"):
-                                                        docs.index("<!-- variance-budget:end -->")])[1:]}
-    said = re.search(r"records\) against ([\d.]+) before; a text run .* records\) against ([\d.]+);", text)
-    assert said and said.groups() == (before["ListOps"][5], before["Text"][5]), "the minutes per run before"
+        assert said_before == before["ListOps" if task == "ListOps" else task.capitalize()][5], \
+            f"the minutes per {task} run before"
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "plateau.py"), "--runs-dir",
                            str(ROOT / "results" / "cpu" / "runs_next")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert_block_quotes(docs, "plateau", done.stdout, "python tools/plateau.py --runs-dir results/cpu/runs_next",
-                        ["ListOps", "Text"])
+                        complete)
