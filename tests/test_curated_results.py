@@ -393,8 +393,9 @@ def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
     complete = complete_tasks()
     before = {row[0]: row for row in markdown_rows(docs[docs.index("<!-- variance-budget:begin -->"):
                                                         docs.index("<!-- variance-budget:end -->")])[1:]}
-    found = re.findall(r"an? (ListOps|text|image|Pathfinder) run (?:took )?a median ([\d.]+) minutes \(([\d.]+) to "
-                       r"([\d.]+)[^;]*; its (\d+) records\) against ([\d.]+)", text)
+    number = r"(\d+(?:\.\d+)?)"  # not the full stop after one
+    found = re.findall(rf"an? (ListOps|text|image|Pathfinder) run (?:took )?a median {number} minutes \({number} to "
+                       rf"{number}[^;]*; its (\d+) records\) against {number}", text)
     assert [f[0].capitalize() if f[0] != "ListOps" else f[0] for f in found] == complete, (
         f"the run costs quoted are for {[f[0] for f in found]}, the tasks whose records are all in: {complete}")
     for task, median, low, high, count, said_before in found:
@@ -408,5 +409,7 @@ def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "plateau.py"), "--runs-dir",
                            str(ROOT / "results" / "cpu" / "runs_next")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    # Pathfinder has no plateau row: it validates at 300 and 600 steps only (no last quarter to measure) and is at
+    # chance at `quick` (docs/benchmark.md, issue 46 item 4)
     assert_block_quotes(docs, "plateau", done.stdout, "python tools/plateau.py --runs-dir results/cpu/runs_next",
-                        complete)
+                        [t for t in complete if t != "Pathfinder"])

@@ -148,6 +148,14 @@ def test_one_result_under_two_names_is_one_comparison_and_one_variant(store):
         (np.mean(ACCS[("softmax", "scratch")]) - np.mean(ACCS[("linear", "scratch")])) * 100)
 
 
+def test_holm_over_distinct_comparisons_keeps_untested_rows_out_and_unkeyed_rows_apart():
+    from lra_bench.reports.protocols import _holm_distinct
+    adjusted = _holm_distinct(np.array([0.01, np.nan, 0.01, 0.2, 0.02]), ["a", None, "a", None, None])
+    assert adjusted[0] == adjusted[2] == pytest.approx(0.03), "one test of three (NaN is none): 3 x 0.01"
+    assert math.isnan(adjusted[1]) and adjusted[4] == pytest.approx(0.04) and adjusted[3] == pytest.approx(0.2)
+    assert len(_holm_distinct(np.array([]), [])) == 0
+
+
 def test_report_script_writes_a_table_and_chart_per_protocol_and_the_effect_table(store, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "scripts/report.py", "--runs-dir", str(store), "--bench-dir", "none",

@@ -142,8 +142,8 @@ def protocol_effects(runs: pd.DataFrame, profile: str | None = None) -> pd.DataF
         control = groups.get((prof, att, task, pair, ft + pt, 0.0, SCRATCH))
         s_pre, s_scr, s_ctl = _sample(g), _sample(scratch), _sample(control)
         for column, other, s_other in (("effect", scratch, s_scr), ("vs_control", control, s_ctl)):
-            pair = (_result(g, s_pre), _result(other, s_other))
-            comparisons[column].append(None if None in pair else (prof, task, protocol, ft, pt, *pair))
+            sides = (_result(g, s_pre), _result(other, s_other))
+            comparisons[column].append(None if None in sides else (prof, task, protocol, ft, pt, *sides))
         effect = _interval(sig.compare(s_pre, s_scr) if s_scr is not None else None, s_pre, s_scr)
         vs_control = _interval(sig.compare(s_pre, s_ctl) if s_ctl is not None else None, s_pre, s_ctl)
         metric = [p.get("val_acc") if p.get("val_acc") is not None else p.get("val_mae") for p in g.pretraining
@@ -174,7 +174,8 @@ SPREAD_COLUMNS = ["profile", "task", "protocol", "n_variants", "best", "best_mea
 
 def protocol_spread(runs: pd.DataFrame, profile: str | None = None) -> pd.DataFrame:
     """Per profile, task and report protocol: the best and the worst variant (mean test accuracy over seeds) and
-    best - worst with its 95 % interval (``significance.compare``)."""
+    best - worst with its 95 % interval (``significance.compare``). One result under several names is one variant,
+    named by its alphabetically first name (``same_predictions.drop_repeats``: "flash" for flash and softmax)."""
     rows = []
     for label, subset in by_protocol(runs).items():
         cells = drop_repeats(task_cells(subset, profile))  # one result under several names: one variant
