@@ -54,11 +54,18 @@ def paired_difference(a, r) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     per_example = a.mean(-2) - r.mean(-2)                                   # (..., N)
     within = (a.var(-2, ddof=1).mean(-1) / na + r.var(-2, ddof=1).mean(-1) / nr) / n
     example = np.maximum(per_example.var(-1, ddof=1) / n - within, 0.0)
+    return d, np.sqrt(seed_a + seed_r + example), paired_df(seed_a, seed_r, example, na, nr, n)
+
+
+def paired_df(seed_a, seed_r, example, na: int, nr: int, n: int) -> np.ndarray:
+    """Degrees of freedom of the paired test's variance ``seed_a + seed_r + example`` (estimates with nA - 1, nR - 1
+    and N - 1 df): Welch-Satterthwaite, capped at nA + nR - 2 (the module's docstring says why); infinite where the
+    variance is known exactly (every term 0)."""
     var = seed_a + seed_r + example
     denom = seed_a**2 / (na - 1) + seed_r**2 / (nr - 1) + example**2 / (n - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(denom > 0, var**2 / np.where(denom > 0, denom, 1.0), np.inf)
-    return d, np.sqrt(var), np.minimum(df, na + nr - 2)
+    return np.minimum(df, na + nr - 2)
 
 
 def pairwise_paired(correct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -80,12 +87,9 @@ def pairwise_paired(correct) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     example = np.maximum(pair_var / n - (within[..., :, None] + within[..., None, :]) / n, 0.0)
     seed_a, seed_r = seed[..., :, None], seed[..., None, :]
     var = seed_a + seed_r + example
-    denom = seed_a**2 / (s - 1) + seed_r**2 / (s - 1) + example**2 / (n - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(denom > 0, var**2 / np.where(denom > 0, denom, 1.0), np.inf)
     eye = np.eye(mean.shape[-1], dtype=bool)
     return (mean[..., :, None] - mean[..., None, :], np.where(eye, 0.0, np.sqrt(var)),
-            np.minimum(df, 2 * s - 2))
+            paired_df(seed_a, seed_r, example, s, s, n))
 
 
 def welch_seeds(acc_a, acc_r) -> tuple[float, float, float]:
