@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The overnight CPU sweep, the one behind the curated results/cpu/ (Table 1, accuracy bars, bubble chart): every
-# registered mixer x every LRA task with data on this machine at profile=quick, seeds 0-3, ListOps 0-5 (Table 1's
-# intervals and paired tests need seeds; 4 because a 4th buys more than larger test sets, and ListOps's spread needs 6
-# for a 3-point gap: docs/benchmark.md, "quick re-sized"),
+# registered mixer x every LRA task with data on this machine at profile=quick, seeds 0-3, ListOps and image 0-5
+# (Table 1's intervals and paired tests need seeds; 4 because a 4th buys more than larger test sets, and the seed
+# spreads measured on ListOps and image need 6 for a 3-point gap: docs/benchmark.md, "quick re-sized"),
 # two single-threaded jobs at a time through the joblib launcher. How long
 # it takes, from the committed records: `python tools/durations.py --match sweep_cpu` (README: "The overnight CPU
 # sweep"). Run from the repository root:
@@ -36,8 +36,8 @@ export LRA_RESULTS_DIR=${LRA_RESULTS_DIR:-results/runs}
 sweep=(-m 'attention=glob(*)' profile=quick hydra/launcher=joblib hydra.launcher.n_jobs=2)
 # The tasks of the chart's average first (ListOps, text, image), Pathfinder last (shown, out of the average while it
 # stays at chance: docs/benchmark.md), so a sweep spread over several sittings fills the chart first. Seeds: 4 per
-# cell, ListOps 6 (its seed-to-seed spread needs them for a 3-point detectable gap, and its runs are the cheapest:
-# docs/benchmark.md, "`quick` re-sized").
+# cell, ListOps and image 6 (their seed-to-seed spreads, measured on the redo's own records, need them for a 3-point
+# detectable gap: docs/benchmark.md, "`quick` re-sized").
 $dry python run.py "${sweep[@]}" seed=0,1,2,3,4,5 task=listops
 if [[ -n $DATA && -d $DATA/imdb ]]; then
   $dry python run.py "${sweep[@]}" seed=0,1,2,3 task=text task.data_dir="$DATA/imdb"
@@ -45,7 +45,7 @@ else
   echo "text left out: no ${DATA:-DATA}/imdb (bash scripts/sweep_cpu.sh DATA, DATA holding imdb/ in the HF parquet layout)"
 fi
 if [[ -n $DATA && -d $DATA/cifar10 ]]; then
-  $dry python run.py "${sweep[@]}" seed=0,1,2,3 task=image task.data_dir="$DATA/cifar10"
+  $dry python run.py "${sweep[@]}" seed=0,1,2,3,4,5 task=image task.data_dir="$DATA/cifar10"
 else
   echo "image left out: no ${DATA:-DATA}/cifar10 (bash scripts/sweep_cpu.sh DATA, DATA holding cifar10/ in the HF parquet layout)"
 fi

@@ -215,28 +215,51 @@ def test_the_quick_design_table_in_the_docs_is_the_plan_scripts(tmp_path):
         assert three == f"{cheapest.seeds} seeds x {cheapest.test_examples:,}"
 
 
-def test_the_redos_measured_listops_gaps_in_the_docs_are_the_plan_scripts(tmp_path):
-    """docs/benchmark.md: the redo's own ListOps records give the detectable gap quoted for 4 seeds (seeds 0-3) and
-    for the 6 the sweep now runs, with the seed sd of the first."""
+def _redo_seeds_0_to_3(task: str, tmp_path: Path) -> Path:
+    """A runs folder holding the redo's ``task`` records of seeds 0-3 only."""
     import shutil
 
-    runs = ROOT / "results" / "cpu" / "runs_next" / "listops"
-    four = tmp_path / "four" / "listops"
+    runs = ROOT / "results" / "cpu" / "runs_next" / task
+    four = tmp_path / "four" / task
     for record in runs.rglob("record.json"):
         if json.loads(record.read_text())["seed"] <= 3:
             (four / record.parent.relative_to(runs)).mkdir(parents=True)
             shutil.copy(record, four / record.relative_to(runs))
-    figures = {}
-    for name, folder in (("four", four.parent), ("six", runs.parent)):
-        out = tmp_path / f"{name}.md"
-        assert _plan_module().main(["--power", "3", "--runs-dir", str(folder), "--out", str(out)]) == 0
-        plan = pd.read_csv(out.with_suffix(".csv"))
-        figures[name] = plan[(plan.task == "listops") & (plan.design == "current")].iloc[0]
+    return four.parent
+
+
+def _current(folder: Path, out: Path, task: str, *design: str) -> pd.DataFrame:
+    """plan.py --power 3 on ``folder``: the task's rows."""
+    args = ["--power", "3", "--runs-dir", str(folder), "--out", str(out)]
+    assert _plan_module().main(args + [a for d in design for a in ("--design", d)]) == 0
+    plan = pd.read_csv(out.with_suffix(".csv"))
+    return plan[plan.task == task]
+
+
+def test_the_redos_measured_listops_gaps_in_the_docs_are_the_plan_scripts(tmp_path):
+    """docs/benchmark.md: the redo's own ListOps records give the detectable gap quoted for 4 seeds (seeds 0-3) and
+    for the 6 the sweep now runs, with the seed sd of the first."""
+    plans = {"four": _current(_redo_seeds_0_to_3("listops", tmp_path), tmp_path / "four.md", "listops"),
+             "six": _current(ROOT / "results" / "cpu" / "runs_next", tmp_path / "six.md", "listops")}
+    figures = {name: plan[plan.design == "current"].iloc[0] for name, plan in plans.items()}
     assert (figures["four"].seeds, figures["six"].seeds) == (4, 6)
     docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
     assert f"the seed sd is {figures['four'].seed_sd:.2f} points" in docs
     assert f"the detectable gap of 4 seeds x 10,000 is {figures['four'].detectable_gap:.2f}" in docs
     assert f"6 x 10,000 (150 records) detects {figures['six'].detectable_gap:.2f} points" in docs
+
+
+def test_the_redos_measured_image_gap_and_its_six_seed_projection_in_the_docs_are_the_plan_scripts(tmp_path):
+    """docs/benchmark.md: the redo's image records of seeds 0-3 give the seed sd and detectable gap quoted (why image
+    runs at 6 seeds), and the planner's projection for 6 x 10,000 from them."""
+    plan = _current(_redo_seeds_0_to_3("image", tmp_path), tmp_path / "four.md", "image", "image=6x10000")
+    now, given = plan[plan.design == "current"].iloc[0], plan[plan.design == "given 6 x 10,000"].iloc[0]
+    assert (now.seeds, now.test_examples, now.runs) == (4, 10000, 100)
+    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
+    assert (f"its seeds 0-3 ({now.runs} records) have a seed sd of {now.seed_sd:.2f} points and 4 seeds x 10,000 "
+            f"detect {now.detectable_gap:.2f}") in docs
+    assert f"the planner projects 6 x 10,000 to detect {given.detectable_gap:.2f}" in docs
+    assert f"for {given.runs - now.runs} more runs" in docs
 
 
 def test_the_variance_budget_after_in_the_docs_is_the_plan_scripts_on_the_redo(tmp_path):

@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 
 RUNS_NEXT = ROOT / "results" / "cpu" / "runs_next"
 #: the tasks in the docs' order and names, with the seeds scripts/sweep_cpu.sh runs them at
-TASKS = {"listops": ("ListOps", range(6)), "text": ("Text", range(4)), "image": ("Image", range(4)),
+TASKS = {"listops": ("ListOps", range(6)), "text": ("Text", range(4)), "image": ("Image", range(6)),
          "pathfinder": ("Pathfinder", range(4))}
 
 
