@@ -14,7 +14,6 @@ RUNS_NEXT = ROOT / "results" / "cpu" / "runs_next"
 TASKS = {"listops": ("ListOps", range(6)), "text": ("Text", range(4)), "image": ("Image", range(6)),
          "pathfinder": ("Pathfinder", range(4))}
 
-
 #: the 25 mixers registered at the sweep's commit, 6ebdfac (its `attention=glob(*)`); a mixer added since is not in it
 MIXERS = ("bigbird", "compressed", "efficient", "flash", "fnet", "global", "gmlp", "linear", "linformer", "local",
           "longformer", "lru", "mamba", "mega", "mlp_mixer", "nystromformer", "performer", "reformer", "rfa", "routing",
@@ -24,7 +23,7 @@ MIXERS = ("bigbird", "compressed", "efficient", "flash", "fnet", "global", "gmlp
 def complete_tasks(runs_dir: Path = RUNS_NEXT) -> list[str]:
     """The docs' names of the tasks whose ok `quick` records cover every mixer of the sweep at every seed it runs
     (a seed compared as written, as the reports do: 0 and "0" are one seed, 0.5 is none)."""
-    if not runs_dir.is_dir():  # loud: a test parametrized by this list must not vanish with the folder
+    if not runs_dir.is_dir():  # loud: the tests that quote the redo must not pass on no records
         raise FileNotFoundError(f"{runs_dir}: the redo's records are not there (moved to results/cpu/runs? point the "
                                 "tests that read them there: results/cpu/runs_next/README.md)")
     done = []
