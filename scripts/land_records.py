@@ -1,7 +1,7 @@
 """Copy a sweep's finished run records into a curated results folder (``lra_bench/store/land.py``):
 
-    python scripts/land_records.py /scratch/runs results/cpu/runs_next --commit 6ebdfac            # copy
-    python scripts/land_records.py /scratch/runs results/cpu/runs_next --commit 6ebdfac --dry-run  # list only
+    python scripts/land_records.py /scratch/runs results/cpu/runs --commit 6ebdfac            # copy
+    python scripts/land_records.py /scratch/runs results/cpu/runs --commit 6ebdfac --dry-run  # list only
 
 Only verified ``ok`` records with per-example predictions, made at the sweep's commit (``--commit``, required) from a
 clean checkout are copied, each into its own run folder; one already there unchanged is skipped, one that differs is

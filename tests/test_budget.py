@@ -4,6 +4,7 @@ run, its interval over seeds, and the committed results/budget/ regenerating exa
 from __future__ import annotations
 
 import math
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_the_table_pools_seeds_with_a_t_interval_and_keeps_budgets_apart():
 
 
 @pytest.mark.parametrize("folder, args", [
-    ("budget", ["--runs-dir", "results/budget/runs"]),
+    ("budget", ["--runs-dir", "results/budget/runs", "--gaps-from", "results/cpu/runs_before"]),  # 600-step gaps
     ("budget/cpu", ["--runs-dir", "results/cpu_ssm/runs", "--gaps-from", "results/cpu_ssm/runs", "--title",
                     "Validation accuracy at profile=cpu (results/cpu_ssm: softmax, s4d, lru)"]),
 ], ids=["quick", "cpu"])
@@ -76,6 +77,7 @@ def test_the_committed_budget_study_regenerates_exactly(tmp_path, monkeypatch, f
     made = (tmp_path / "last_quarter.md").read_text().splitlines()
     kept = (committed / "last_quarter.md").read_text().splitlines()
     assert made[4:] == kept[4:]  # the Regenerate line names the folders given
+    assert re.search(rf"--gaps-from {re.escape(args[args.index('--gaps-from') + 1])}[ `]", kept[2])  # the same gaps
     assert (tmp_path / "curves.png").is_file() and (committed / "curves.png").is_file()
     docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())  # line breaks do not matter
     for line in kept:
@@ -100,7 +102,7 @@ def test_the_docs_600_and_2400_step_figures_are_the_records():
 
     docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
     lead = []
-    for folder in ("results/cpu/runs", "results/budget/runs"):
+    for folder in ("results/cpu/runs_before", "results/budget/runs"):  # 600 steps (quick before its re-sizing), 2,400
         s, lr = accs(folder, "softmax"), accs(folder, "lru")
         assert len(s) == len(lr) == 3
         for values in (s, lr):

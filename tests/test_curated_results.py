@@ -20,7 +20,7 @@ from lra_bench.stats.paired import lower_bound
 from lra_bench.store.records import read_records, run_wall_seconds
 from tests.conftest import ROOT
 from tests.helpers.markdown import assert_block_quotes, markdown_rows
-from tests.helpers.redo import RUNS_NEXT, complete_tasks
+from tests.helpers.redo import RUNS, RUNS_BEFORE, complete_tasks
 
 CURATED = sorted(p.parent for p in (ROOT / "results").rglob("CURATED")  # the report's curated sets (a study
                  if "scripts/report.py --curated" in p.read_text())  # folder made by a tool has its own test)
@@ -175,51 +175,121 @@ def test_the_state_space_marks_the_docs_quote_regenerate_from_the_records():
     assert "lower bound of its gap is −6.52" in docs
 
 
+#: Table 1's marks against softmax as docs/benchmark.md's CPU-scale bullets and the README's chart paragraph name them
+MARKS = {"better": "shown above", "worse": "shown below", "equivalent": "within ±2 points (≈)",
+         "not resolved": "neither shown (?)"}
+#: the columns the docs give a bullet each: Table 1's column and the bullet's bold label
+COLUMNS = {"listops": "ListOps", "text": "Text", "image": "Image", "avg": "The 3-task score"}
+
+
+def _clause(text: str, words: str) -> str:
+    """The list after ``words`` (and a colon) up to the next semicolon or full stop (a decimal point is none)."""
+    found = re.search(rf"{re.escape(words)}:? (.*?)(?:;|\.(?!\d)|$)", text)
+    assert found, f"no '{words}:' clause in {text[:200]!r}"
+    return found.group(1)
+
+
 def test_the_cpu_sweep_figures_the_readme_and_docs_quote_are_the_tables():
-    """Every figure the README's chart paragraph and docs/benchmark.md quote for the CPU sweep -- the cells, the
-    3-task score, the marks behind "shown above / below", the detectable gaps, the collapsed runs, the rank
-    reliability -- is read here from the committed tables (which the test above regenerates from the records)."""
+    """Every figure the README's chart paragraph and docs/benchmark.md's "CPU-scale sweep" section quote for the
+    curated CPU sweep -- each column's marks against softmax (the mixers named under each, with the cells of those
+    shown above or below), the confidence set for the best, the detectable gaps, the Pathfinder runs at chance, the
+    rank reliability -- is read here from the committed tables (which the test above regenerates from the records)."""
     import pandas as pd
 
     folder = ROOT / "results" / "cpu"
     t = pd.read_csv(folder / "table1.csv").set_index("attention")
     notes = " ".join((folder / "table1.md").read_text().split())
     report = (folder / "REPORT.md").read_text()
-    docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    section = docs[docs.index("### CPU-scale sweep"):docs.index("### Budgets")]
+    readme = (ROOT / "README.md").read_text()
+    chart = " ".join(readme[readme.index("## The chart"):readme.index("The state-space models at CPU scale")].split())
+
+    def mean(col):
+        return t[f"{col}_mean" if col != "avg" else "avg_present"]
 
     def cell(att, col):
-        return f"{t.loc[att, f'{col}_mean' if col != 'avg' else 'avg_present']:.2f} [{t.loc[att, f'{col}_lo']:.2f}, " \
-               f"{t.loc[att, f'{col}_hi']:.2f}]"
+        return f"{mean(col)[att]:.2f} [{t.loc[att, f'{col}_lo']:.2f}, {t.loc[att, f'{col}_hi']:.2f}]"
 
-    def quoted(figure, text):  # "27.37 [26.44, 28.30]" or "27.37 % [26.44, 28.30]"
-        return figure in text or figure.replace(" [", " % [", 1) in text
+    def ranked(names, col):  # highest mean first, a repeated result's names alphabetically
+        return sorted(names, key=lambda a: (-round(mean(col)[a], 6), a))
 
-    shown = {("lru", "image"): "better", ("gmlp", "image"): "better", ("local", "image"): "better",
-             ("mamba", "image"): "better", ("fnet", "image"): "worse", ("lru", "avg"): "better",
-             ("mamba", "avg"): "better", ("fnet", "avg"): "worse"}
-    for (att, col), verdict in shown.items():
-        assert t.loc[att, f"{col}_vs_ref"] == verdict, (att, col)
-        for name, text in (("README.md", readme), ("docs/benchmark.md", docs)):
-            assert quoted(cell(att, col), text), f"{name} does not quote {att}'s {col} {cell(att, col)}"
-    assert quoted(cell("softmax", "image"), readme) and quoted(cell("softmax", "avg"), readme)
-    others = t.drop(index=["softmax", "lru", "mamba", "fnet"])
-    assert set(others.avg_vs_ref) == {"not resolved"}  # "shown above", "FNet alone below"
-    assert set(t.drop(index="softmax").listops_vs_ref) == set(t.drop(index="softmax").text_vs_ref) == {"not resolved"}
-    assert (t.image_vs_ref == "equivalent").sum() == 8 and int(t.avg_best.sum()) == 8  # "eight mixers" both
+    designs = {task: re.search(rf"{label} \d+\.\d points \((\d+) seeds x ([\d,]+) test examples", notes).groups()
+               for task, label in (("listops", "ListOps"), ("text", "Text"), ("image", "Image"))}
+    for col, label in COLUMNS.items():
+        assert set(t[f"{col}_vs_ref"]) <= {*MARKS, "reference"}, f"{label}: a mark the docs do not name"
+        found = re.search(rf"^- \*\*{re.escape(label)}\*\*(.*?)(?=^- |^\S|\Z)", section, re.M | re.S)
+        assert found, f"docs/benchmark.md: no bullet for {label} in the CPU-scale section"
+        bullet = " ".join(found.group(1).split())
+        if col in designs:  # its header: the design Table 1's detectable gap is computed for
+            seeds, examples = designs[col]
+            assert bullet.startswith(f"({seeds} seeds x ") and examples in bullet[:60], f"{label}: its design"
+        assert f"softmax's {cell('softmax', col)}" in bullet, f"{label}: softmax's cell"
+        for verdict, words in MARKS.items():
+            named = re.findall(r"`(\w+)`", _clause(bullet, words))
+            marked = ranked(t.index[t[f"{col}_vs_ref"] == verdict], col)
+            assert named == marked, f"{label}, {words}: the docs name {named}, Table 1 marks {marked}"
+            if verdict in ("better", "worse"):
+                for att in marked:
+                    assert f"`{att}` {cell(att, col)}" in bullet, f"{label}: {att}'s cell {cell(att, col)}"
+        best = ranked(t.index[t[f"{col}_best"] == True], col)  # noqa: E712 (a blank cell is no member)
+        named = re.findall(r"`(\w+)`", _clause(bullet, "confidence set for the best (★)"))
+        assert named == best, f"{label}: the best set {named} against Table 1's {best}"
+        for att in best:
+            assert f"`{att}` (P(rank 1) {t.loc[att, f'{col}_p_rank1']:.2f})" in bullet, (label, att)
+    said = " ".join(section.split())
+    counts = {v: int((t.avg_vs_ref == v).sum()) for v in MARKS}
+    assert (f"on the score {counts['better']} mixers are shown above softmax, {counts['worse']} below and "
+            f"{counts['equivalent']} within ±2 points of it") in said
+    runs = [f"`{att}` on {label if col == 'listops' else label.lower()} ({int(t.loc[att, f'{col}_collapsed'])} of "
+            f"{int(t.loc[att, f'{col}_n_runs'])} runs)" for col, label in list(COLUMNS.items())[:3]
+            for att in ranked(t.index[t[f"{col}_collapsed"] > 0], col)]
+    assert f"interval of the majority rate): {', '.join(runs) or 'none'}." in said, "the runs at chance"
+    leaders = re.search(r"The four highest means are (.*?)\.(?!\d)", said).group(1)
+    assert re.findall(r"`(\w+)`", leaders) == ranked(t.index, "avg")[:4], "the four highest means on the score"
+    said_marks = {("mamba", "text"): "better", ("mamba", "listops"): "better", ("mamba", "image"): "better",
+                  ("gmlp", "image"): "better", ("gmlp", "text"): "worse", ("linformer", "listops"): "worse",
+                  ("linformer", "text"): "worse", ("linformer", "image"): "better"}  # "What it says" in words
+    for att in ("strided", "local", "nystromformer"):  # shown above softmax on image and not on ListOps or text
+        said_marks.update({(att, "image"): "better", (att, "avg"): "better"})
+        assert "better" not in (t.loc[att, "listops_vs_ref"], t.loc[att, "text_vs_ref"]), att
+    assert {(a, c): t.loc[a, f"{c}_vs_ref"] for a, c in said_marks} == said_marks
+    assert list(t.index[t.text_vs_ref == "better"]) == ["mamba"], "mamba, the only mixer shown above softmax on text"
+    assert (ranked(t.index, "listops")[0], ranked(t.index, "image")[0]) == ("mega", "lru"), "the highest means"
+    assert f"{counts['equivalent']} more are shown within ±2 points of it" in chart
+    score = ranked(t.index[t.avg_best == True], "avg")  # noqa: E712
+    assert [re.findall(r"`(\w+)`", _clause(chart, "the confidence set for the best holds"))] == [score]
+    for att in [*score, "softmax"]:
+        assert f"{cell(att, 'avg')}".replace(" [", " % [", 1) in chart, f"README: {att}'s score"
+    for verdict in ("better", "worse"):
+        named = re.findall(r"`(\w+)`", _clause(chart, f"{MARKS[verdict]} softmax"))
+        assert named == ranked(t.index[t.avg_vs_ref == verdict], "avg"), f"README: the score's {MARKS[verdict]}"
     gaps = {task: re.search(rf"{label} (\d+\.\d) points", notes).group(1)
             for task, label in (("listops", "ListOps"), ("text", "Text"), ("image", "Image"))}
-    assert f"{gaps['listops']} points on ListOps and {gaps['text']} on text" in readme
-    assert f"**{gaps['listops']} points on ListOps and {gaps['text']} on text** ({gaps['image']} on image)" in docs
-    assert f"(detectable gap {gaps['image']})" in readme
+    said = f"{gaps['listops']} points on ListOps, {gaps['text']} on text and {gaps['image']} on image"
+    assert said in chart and said in " ".join(section.split()), "the detectable gaps (README, docs)"
+    before = {row[0]: row[4] for row in markdown_rows(docs[docs.index("<!-- variance-budget:begin -->"):
+                                                             docs.index("<!-- variance-budget:end -->")])[1:]}
+    said = f"{before['ListOps']}, {before['Text']} and {before['Image']}"  # the gaps of the sweep before (3 seeds)
+    assert f"{said} with the 3 seeds" in chart and f"against {said} before" in " ".join(section.split())
     collapsed = re.search(r"Pathfinder (\d+) of (\d+)", notes).groups()
-    ran = t.pathfinder_n_runs.fillna(0) > 0  # a mixer whose Pathfinder runs are not in yet has no cell there
-    assert f"{collapsed[0]} of {collapsed[1]} runs" in readme and t.pathfinder_at_chance[ran].all()
-    rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
-        r"\| quick\s+\| (ListOps|Text|Image)\s+\| (\d\.\d\d) \[[^]]+\]\s+\| 3\s+\| [^|]+\| (\d\.\d\d)", report)}
-    taus, tops = [rows[k][0] for k in ("ListOps", "Text", "Image")], [rows[k][1] for k in ("ListOps", "Text", "Image")]
-    assert f"{taus[0]} on ListOps, {taus[1]} on text, {taus[2]} on image" in readme
-    assert f"probability {tops[0]}, {tops[1]} and {tops[2]}" in readme
+    said = f"{collapsed[0]} of {collapsed[1]} Pathfinder runs"
+    assert t.pathfinder_at_chance.all() and said in chart and said in " ".join(section.split())
+    seeds = {col: t[f"{col}_n"].iloc[0] for col in ("listops", "text", "image", "pathfinder")}
+    assert all((t[f"{col}_n"] == n).all() for col, n in seeds.items()), "every mixer at every seed of its task"
+    assert seeds["listops"] == seeds["image"] and seeds["text"] == seeds["pathfinder"]
+    records = read_records(RUNS)
+    assert len(records) == 500 and f"{len(records)} records, all `ok`" in " ".join(section.split())  # 25 x 20
+    assert f"**{seeds['listops']} seeds on ListOps and image, {seeds['text']} on text and Pathfinder**" in chart
+    rows = {m.group(1): (m.group(2), m.group(3), m.group(4)) for m in re.finditer(
+        r"\| quick\s+\| (ListOps|Text|Image)\s+\| ((\d\.\d\d) \[[^]]+\])\s+\| \d+\s+\| [^|]+\| (\d\.\d\d)", report)}
+    taus, tops = [rows[k][1] for k in ("ListOps", "Text", "Image")], [rows[k][2] for k in ("ListOps", "Text", "Image")]
+    assert f"{taus[0]} on ListOps, {taus[1]} on text, {taus[2]} on image" in chart
+    assert f"probability {tops[0]}, {tops[1]} and {tops[2]}" in chart
+    taus = [rows[k][0] for k in ("ListOps", "Text", "Image")]  # with their intervals in the docs
+    said = " ".join(section.split())
+    assert f"{taus[0]} on ListOps, {taus[1]} on text and {taus[2]} on image" in said
+    assert f"probability {tops[0]}, {tops[1]} and {tops[2]}" in said
 
 
 def test_the_s4d_legs_figures_the_docs_quote_regenerate_from_their_records():
@@ -346,7 +416,8 @@ def test_the_gpu_visits_quoted_in_the_playbook_are_their_summaries():
 
 def test_the_sweep_rerun_figures_regenerate_from_its_records():
     """results/rerun_41: the offline overnight sweep rerun end to end on a fresh clone (issue 41). Its README's
-    figures: the wall time against the README's measured figure, and how many records equal the curated ones."""
+    figures: the wall time against the measured figure docs/benchmark.md quotes, and how many records equal the
+    curated ones of then (results/cpu/runs_before)."""
     folder = ROOT / "results" / "rerun_41"
     text = (folder / "README.md").read_text()
     timing = json.loads((folder / "timing.json").read_text())
@@ -354,7 +425,7 @@ def test_the_sweep_rerun_figures_regenerate_from_its_records():
     assert timing["jobs_ok"] == timing["jobs"] == 150
     minutes = timing["wall_s"] / 60
     assert f"Wall time {timing['wall_s']:,} s = {minutes:.1f} min" in text
-    quoted = measured_figures(ROOT)["sweep_cpu.offline"].seconds  # the README's figure, from the curated records
+    quoted = measured_figures(ROOT)["sweep_cpu_before.offline"].seconds  # the docs' figure, from those records
     ratio = timing["wall_s"] / quoted
     assert f"{ratio:.2f}x" in text and f"({quoted:,.0f} s" in text and 0.75 <= ratio <= 1.25  # issue 41's bar
 
@@ -362,7 +433,7 @@ def test_the_sweep_rerun_figures_regenerate_from_its_records():
         return {(r["task"], r["attention"], r["seed"]): r for r in read_records(root)}
 
     rerun = by_key(folder / "runs")
-    curated = {k: r for k, r in by_key(ROOT / "results" / "cpu" / "runs").items() if r["profile"] == "quick"}
+    curated = {k: r for k, r in by_key(RUNS_BEFORE).items() if r["profile"] == "quick"}  # the set it reran
     assert len(rerun) == 150 and all(r["status"] == "ok" for r in rerun.values())
     for task, shown_same, shown_max in (("listops", 50, 2.1), ("pathfinder", 55, 1.2)):
         keys = [k for k in rerun if k[0] == task]
@@ -382,9 +453,9 @@ def test_the_sweep_rerun_figures_regenerate_from_its_records():
 
 
 def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
-    """docs/benchmark.md ("`quick` re-sized") quotes the redone sweep's records in results/cpu/runs_next while it
-    runs, per task whose records are all in: how many, the median and range of a run's wall time (minutes), and
-    tools/plateau.py's table of the last quarter's gain over the mixers. Update them when records are added."""
+    """docs/benchmark.md ("`quick` re-sized") quotes the redone sweep's records (results/cpu/runs), per task whose
+    records are all in (all four since it finished): how many, the median and range of a run's wall time (minutes), and
+    tools/plateau.py's table of the last quarter's gain over the mixers."""
     import re
     import statistics
 
@@ -399,17 +470,29 @@ def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
     assert [f[0].capitalize() if f[0] != "ListOps" else f[0] for f in found] == complete, (
         f"the run costs quoted are for {[f[0] for f in found]}, the tasks whose records are all in: {complete}")
     for task, median, low, high, count, said_before in found:
-        records = read_records(RUNS_NEXT / task.lower())
+        records = read_records(RUNS / task.lower())
         minutes = [run_wall_seconds(r) / 60 for r in records]  # a resumed run: its phases over every process
         assert (median, low, high, count) == (f"{statistics.median(minutes):.1f}", f"{min(minutes):.1f}",
                                               f"{max(minutes):.1f}", str(len(records))), task
         assert all(r["status"] == "ok" and r["profile"] == "quick" for r in records)
         assert said_before == before["ListOps" if task == "ListOps" else task.capitalize()][5], \
             f"the minutes per {task} run before"
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "plateau.py"), "--runs-dir",
-                           str(ROOT / "results" / "cpu" / "runs_next")], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "plateau.py"), "--runs-dir", str(RUNS)],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     # Pathfinder has no plateau row: it validates at 300 and 600 steps only (no last quarter to measure) and is at
     # chance at `quick` (docs/benchmark.md, issue 46 item 4)
-    assert_block_quotes(docs, "plateau", done.stdout, "python tools/plateau.py --runs-dir results/cpu/runs_next",
+    from lra_bench.reports.budget import last_quarter_table, plateau_runs
+    from lra_bench.reports.table1 import REFERENCE
+
+    notes = (ROOT / "results" / "cpu" / "table1.md").read_text()
+    gaps = {t: float(re.search(rf"{label} (\d+\.\d) points", notes).group(1))
+            for t, label in (("listops", "ListOps"), ("text", "Text"), ("image", "Image"))}
+    table = last_quarter_table(plateau_runs(load_runs(RUNS), "scratch", None, REFERENCE))
+    over = {t: (int((g.hi >= gaps[t]).sum()), len(g)) for t, g in table.groupby("task")}
+    said = " ".join(docs.split())
+    assert f"detects ({gaps['listops']}, {gaps['text']} and {gaps['image']} points)" in said
+    assert over["listops"][0] == over["image"][0] == 0, "every result's own upper bound below ListOps' and image's gap"
+    assert f"on text {over['text'][0]} of the {over['text'][1]} results' do not" in said
+    assert_block_quotes(docs, "plateau", done.stdout, "python tools/plateau.py --runs-dir results/cpu/runs",
                         [t for t in complete if t != "Pathfinder"])

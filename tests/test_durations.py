@@ -47,7 +47,6 @@ NOT_MEASURED = [
     ("docs/gpu_playbook.md", "waits up to 40 s after its limit", "setting: tools/gpu_visit.sh's wait_for_runs"),
     ("docs/sweeps.md", "a rank still in it after 60 s", "setting: lra_bench.infra.distributed.TEARDOWN_S"),
     ("docs/gpu_playbook.md", "for 30 s after a command", "limit: the device tool's warm window (its README)"),
-    ("docs/benchmark.md", "(2.1 h for all 25 mixers", "plan: scripts/plan.py --power's projection, quoted with it"),
     ("docs/benchmark.md", "took 90.5 min, 0.84", "measured: results/rerun_41/timing.json, the sweep's own wall time "
      "(test_curated_results checks it)"),
     ("docs/pathfinder_fidelity.md", "13.0 → 14.6 s CPU; curv_baseline 3.9 → 3.5 s",
@@ -81,13 +80,16 @@ NOT_MEASURED = [
     ("docs/benchmark.md", "40.3 and 40.7 s, run.py 39.9 and 38.9 s per step",
      "cell and record: the rows of results/speed_cpu/train_vs_bench_softmax_rounds2/train_vs_bench.json"),
     ("docs/benchmark.md", "a ListOps run took a median 1.7 minutes",
-     "measured: the median wall_time_s of the redo's records (results/cpu/runs_next), quoted while it runs; "
+     "measured: the median wall_time_s of the redo's records (results/cpu/runs); "
      "tests/test_curated_results.py recomputes it"),
     ("docs/benchmark.md", "a text run took a median 4.0 minutes",
-     "measured: the median wall_time_s of the redo's records (results/cpu/runs_next), quoted while it runs; "
+     "measured: the median wall_time_s of the redo's records (results/cpu/runs); "
      "tests/test_curated_results.py recomputes it"),
     ("docs/benchmark.md", "an image run took a median 4.0 minutes",
-     "measured: the median wall_time_s of the redo's records (results/cpu/runs_next), quoted while it runs; "
+     "measured: the median wall_time_s of the redo's records (results/cpu/runs); "
+     "tests/test_curated_results.py recomputes it"),
+    ("docs/benchmark.md", "a Pathfinder run took a median 1.4 minutes",
+     "measured: the median wall_time_s of the redo's records (results/cpu/runs); "
      "tests/test_curated_results.py recomputes it"),
     ("docs/benchmark.md", "(softmax at 4K 4.89 s)",
      "cell: the table before the re-timing, git show 9860203:results/cpu/bench (CURATED names it)"),
@@ -206,6 +208,10 @@ def test_a_changed_record_changes_the_figure_and_fails_the_docs():
     assert figs["quick.run.max"].text == "7 min"  # the failed run is not a duration of a run
     assert figs["sweep_cpu.offline"].seconds == pytest.approx((30 + 50 + 200) / 2)
     assert figs["sweep_cpu.all"].seconds == pytest.approx((30 + 50 + 200 + 400) / 2)
+    before = figures_of("quick_before", rows)  # the sweep's records before quick was re-sized: their own names
+    assert before["sweep_cpu_before.all"] == figs["sweep_cpu.all"] and "sweep_cpu.all" not in before
+    assert "sweep_cpu_before.all" not in figs
+    assert before["quick_before.run.max"] == figs["quick.run.max"] and "sweep_cpu.all" not in figures_of("cpu", rows)
     line = "took 40 s<!-- measured: quick.listops.softmax.median -->"
     rows[0]["wall_time_s"] = 130.0  # one run slower: the median moves and the docs' text no longer matches
     moved = figures_of("quick", rows)["quick.listops.softmax.median"].text

@@ -1,8 +1,8 @@
 """Every mark of the report checked on simulated tables whose truth is known, calibrated to the variance components
-of the committed CPU sweep (results/cpu/runs: per task, the seed, paired per-example and seed x example variance,
-pooled over the variants' pairs with softmax, through the report's own ``detectable.task_noise``, each result under
-several names counted once as Table 1 does), drawn from the
-probit model fitted to them (:mod:`lra_bench.stats.probit`, ``tests/helpers/simulate.py``):
+of the committed CPU sweep as it was before `quick` was re-sized (results/cpu/runs_before, 3 seeds: per task, the
+seed, paired per-example and seed x example variance, pooled over the variants' pairs with softmax, through the
+report's own ``detectable.task_noise``, each result under several names counted once as Table 1 does), drawn from
+the probit model fitted to them (:mod:`lra_bench.stats.probit`, ``tests/helpers/simulate.py``):
 
 * the cell intervals cover the true accuracy at their nominal 95 % (+-2 points);
 * the confidence set for the best holds the true best in >= 95 % of tables;
@@ -10,7 +10,7 @@ probit model fitted to them (:mod:`lra_bench.stats.probit`, ``tests/helpers/simu
 * at the detectable gap the report prints, the Holm-corrected paired test finds the difference 80 % (+-5) of the
   time;
 * P(rank 1) of the observed leader is not far above its real chance of being the best.
-* with each mixer's own seed spread (the redone sweep's records, results/cpu/runs_next), Holm's family errs in
+* with each mixer's own seed spread (the redone sweep's records, results/cpu/runs), Holm's family errs in
   <= 5 % of simulated null tables (a seed-level simulation through the harness's own degrees-of-freedom rule, in
   two scenarios: softmax's measured spread, and the smallest measured).
 
@@ -29,12 +29,11 @@ from lra_bench.stats.best import best_set, covariance, pooled_covariance, rank_o
 from lra_bench.stats.intervals import cell_interval
 from lra_bench.stats.paired import holm, p_value, paired_df, paired_difference, pairwise_paired, tost
 from tests.conftest import ROOT
-from tests.helpers.redo import complete_tasks
+from tests.helpers.markdown import markdown_rows
+from tests.helpers.redo import RUNS, RUNS_BEFORE, complete_tasks
 from tests.helpers.simulate import simulate
 
-RECORDS = ROOT / "results" / "cpu" / "runs"
-#: the redone sweep's records (issue 46; they move to results/cpu/runs when all are in: point this there then)
-REDO = ROOT / "results" / "cpu" / "runs_next"
+RECORDS, REDO = RUNS_BEFORE, RUNS  # the calibration's 3-seed records; the redone sweep's (issue 46)
 VARIANTS, SEEDS = 23, 3
 
 
@@ -135,11 +134,13 @@ def test_power_at_the_printed_detectable_gap_is_80_percent(calibration, task):
     straddling the task's mean accuracy, as the gap is computed), 23 variants x 3 seeds x the task's test size,
     Holm over the 22 tests against the reference (bigbird and longformer repeat flash: one result): the gap variant is
     marked better in 78.9 % (ListOps, gap 12.5) and 79.2 % (text, gap 9.6) of 800 tables. The gap is the one Table 1
-    of results/cpu prints."""
+    printed for these records (results/cpu before the redo; docs/benchmark.md's variance budget before quotes it)."""
     noise, seeds, examples, comparisons, samples = calibration[task]
     gap = detectable(samples, task, "softmax").gap / 100
-    printed = (ROOT / "results" / "cpu" / "table1.md").read_text()
-    assert f"{TASK_LABELS[task]} {100 * gap:.1f} points" in printed, "results/cpu/table1.md prints another gap"
+    docs = (ROOT / "docs" / "benchmark.md").read_text()
+    budget = {row[0]: row for row in markdown_rows(docs[docs.index("<!-- variance-budget:begin -->"):
+                                                        docs.index("<!-- variance-budget:end -->")])[1:]}
+    assert budget[TASK_LABELS[task]][4] == f"{100 * gap:.1f}", "the docs' variance budget before quotes another gap"
     rng = np.random.default_rng(34)
     accs = np.full(comparisons + 1, noise.acc - gap / 2)
     accs[1] = noise.acc + gap / 2
@@ -221,7 +222,7 @@ def test_holm_holds_the_family_wise_error_with_each_mixers_own_seed_spread(redo_
     The claim held is the family's (<= 5 %); the tolerance of 6 % for one comparison at 5 % is what was measured, not
     a property of the test."""
     if TASK_LABELS[task] not in complete_tasks(REDO):
-        pytest.skip(f"the redo's {task} records are not all in yet (results/cpu/runs_next/README.md)")
+        pytest.skip(f"the redo's {task} records are not all in ({REDO}/README.md)")
     g = redo_cells[redo_cells.task == task]
     samples = dict(zip(g.attention, g["sample"], strict=True))
     d, se, df = _null_tables(samples, reference_seed_var, np.random.default_rng(46))

@@ -20,7 +20,7 @@ from lra_bench.run.runner import run
 from lra_bench.stats.power import detectable_gap, power
 from lra_bench.store.records import read_tree
 from tests.helpers.markdown import assert_block_quotes
-from tests.helpers.redo import complete_tasks
+from tests.helpers.redo import RUNS, RUNS_BEFORE, complete_tasks
 from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,10 +177,10 @@ def test_a_given_design_is_planned_from_the_same_components(tmp_path, capsys):
 
 
 def test_the_variance_budget_in_the_docs_is_the_plan_scripts(tmp_path):
-    """docs/benchmark.md's variance-budget table is what `python scripts/plan.py --power 3 --runs-dir
-    results/cpu/runs` prints for the committed curated records (regenerate it from there when they change)."""
+    """docs/benchmark.md's variance-budget table (before) is what `python scripts/plan.py --power 3 --runs-dir
+    results/cpu/runs_before` prints for the curated records from before `quick` was re-sized."""
     out = tmp_path / "power_plan.md"
-    assert _plan_module().main(["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs"),
+    assert _plan_module().main(["--power", "3", "--runs-dir", str(RUNS_BEFORE),
                                 "--out", str(out)]) == 0
     text = out.read_text()
     printed = text[text.index("Variance budget"):text.index("Seeds per variant and test examples")].strip()
@@ -194,10 +194,10 @@ def test_the_variance_budget_in_the_docs_is_the_plan_scripts(tmp_path):
 def test_the_quick_design_table_in_the_docs_is_the_plan_scripts(tmp_path):
     """docs/benchmark.md's "quick re-sized" table (issue 46 item 3): the detectable gap before (the current design)
     and the projected one of the re-sized quick (--design), and the cheapest 3-point design, as plan.py prints them
-    for the committed curated records."""
+    for the curated records from before the re-sizing (results/cpu/runs_before)."""
     out = tmp_path / "power_plan.md"
     designs = {"listops": "4x10000", "text": "4x25000", "image": "4x10000", "pathfinder": "4x10000"}
-    args = ["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs"), "--out", str(out)]
+    args = ["--power", "3", "--runs-dir", str(RUNS_BEFORE), "--out", str(out)]
     assert _plan_module().main([*args, *(f"--design={t}={d}" for t, d in designs.items())]) == 0
     plans = pd.read_csv(out.with_suffix(".csv"))
     docs = (ROOT / "docs" / "benchmark.md").read_text()
@@ -219,7 +219,7 @@ def _redo_seeds_0_to_3(task: str, tmp_path: Path) -> Path:
     """A runs folder holding the redo's ``task`` records of seeds 0-3 only."""
     import shutil
 
-    runs = ROOT / "results" / "cpu" / "runs_next" / task
+    runs = RUNS / task
     four = tmp_path / "four" / task
     for record in runs.rglob("record.json"):
         if json.loads(record.read_text())["seed"] <= 3:
@@ -240,7 +240,7 @@ def test_the_redos_measured_listops_gaps_in_the_docs_are_the_plan_scripts(tmp_pa
     """docs/benchmark.md: the redo's own ListOps records give the detectable gap quoted for 4 seeds (seeds 0-3) and
     for the 6 the sweep now runs, with the seed sd of the first."""
     plans = {"four": _current(_redo_seeds_0_to_3("listops", tmp_path), tmp_path / "four.md", "listops"),
-             "six": _current(ROOT / "results" / "cpu" / "runs_next", tmp_path / "six.md", "listops")}
+             "six": _current(RUNS, tmp_path / "six.md", "listops")}
     figures = {name: plan[plan.design == "current"].iloc[0] for name, plan in plans.items()}
     assert (figures["four"].seeds, figures["six"].seeds) == (4, 6)
     docs = " ".join((ROOT / "docs" / "benchmark.md").read_text().split())
@@ -264,13 +264,11 @@ def test_the_redos_measured_image_gap_and_its_six_seed_projection_in_the_docs_ar
 
 def test_the_variance_budget_after_in_the_docs_is_the_plan_scripts_on_the_redo(tmp_path):
     """docs/benchmark.md's "variance budget after" rows are what `python scripts/plan.py --power 3 --runs-dir
-    results/cpu/runs_next` prints for the redo's committed records (issue 46: the detectable gap and minutes per run
-    after), for the tasks whose records are all in (tests/helpers/redo.py: the landing of a task's last record fails
-    this test until the docs gain its row)."""
+    results/cpu/runs` prints for the redo's committed records (issue 46: the detectable gap and minutes per run
+    after), for the tasks whose records are all in (tests/helpers/redo.py), all four since the redo finished."""
     out = tmp_path / "power_plan.md"
-    assert _plan_module().main(["--power", "3", "--runs-dir", str(ROOT / "results" / "cpu" / "runs_next"),
-                                "--out", str(out)]) == 0
+    assert _plan_module().main(["--power", "3", "--runs-dir", str(RUNS), "--out", str(out)]) == 0
     text = out.read_text()
     docs = (ROOT / "docs" / "benchmark.md").read_text()
     assert_block_quotes(docs, "variance-budget-after", text[text.index("Variance budget"):text.index("Seeds per")],
-                        "python scripts/plan.py --power 3 --runs-dir results/cpu/runs_next", complete_tasks())
+                        "python scripts/plan.py --power 3 --runs-dir results/cpu/runs", complete_tasks())

@@ -6,7 +6,7 @@ bound of a mixer's own interval (``lra_bench.reports.budget.over_mixers``), on t
 (``--profile``, default the records' own), one result under several names once, no cell at chance or with a
 collapsed run. Prints a Markdown table; docs/benchmark.md quotes it.
 
-Run:  python tools/plateau.py --runs-dir results/cpu/runs_next
+Run:  python tools/plateau.py --runs-dir results/cpu/runs
 """
 
 from __future__ import annotations

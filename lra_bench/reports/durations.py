@@ -24,6 +24,7 @@ from lra_bench.store.records import read_records, run_wall_seconds
 # The curated folders whose records the docs quote, and what each holds.
 SOURCES = {
     "quick": ("results/cpu/runs", "quick"),  # the CPU-scale sweep of every mixer (scripts/sweep_cpu.sh)
+    "quick_before": ("results/cpu/runs_before", "quick"),  # the same sweep at `quick` before its re-sizing (issue 46)
     "cpu": ("results/cpu_ssm", "cpu"),  # the `cpu` profile's runs (softmax, s4d, lru, linear; tuning and hold-outs)
     "protocols": ("results/cpu_protocols/runs", "cpu"),  # from scratch, self-pretrained and compute-matched runs
 }
@@ -33,6 +34,7 @@ BENCH_SOURCES = {  # the benchmark cells behind each curated Table 2 (the newest
 }
 GENERATED_TASKS = ("listops", "pathfinder")  # no download: the overnight sweep runs them on a fresh clone offline
 SWEEP_JOBS = 2  # scripts/sweep_cpu.sh runs two single-threaded jobs at a time
+SWEEPS = {"quick": "sweep_cpu", "quick_before": "sweep_cpu_before"}  # sources that scripts/sweep_cpu.sh made
 
 
 @dataclass(frozen=True)
@@ -96,12 +98,12 @@ def figures_of(name: str, records: list[dict]) -> dict[str, Figure]:
             add(f"{name}.{task}.{protocol}", [r for r in rows if str(r.get("protocol")) == protocol])
         for steps in sorted({_steps(r) for r in rows} - {None}):
             add(f"{name}.{task}.steps{steps}", [r for r in rows if _steps(r) == steps])
-    if name == "quick":  # scripts/sweep_cpu.sh: the same runs, SWEEP_JOBS at a time
+    if name in SWEEPS:  # scripts/sweep_cpu.sh: the same runs, SWEEP_JOBS at a time
         generated = [r for r in ok if r["task"] in GENERATED_TASKS]
-        out["sweep_cpu.offline"] = _figure(generated, sum(_walls(generated)) / SWEEP_JOBS,
-                                           f"the ListOps and Pathfinder runs summed / {SWEEP_JOBS} jobs")
-        out["sweep_cpu.all"] = _figure(ok, sum(_walls(ok)) / SWEEP_JOBS,
-                                       f"every task's runs summed / {SWEEP_JOBS} jobs")
+        out[f"{SWEEPS[name]}.offline"] = _figure(generated, sum(_walls(generated)) / SWEEP_JOBS,
+                                                 f"the ListOps and Pathfinder runs summed / {SWEEP_JOBS} jobs")
+        out[f"{SWEEPS[name]}.all"] = _figure(ok, sum(_walls(ok)) / SWEEP_JOBS,
+                                             f"every task's runs summed / {SWEEP_JOBS} jobs")
     return out
 
 
