@@ -135,7 +135,8 @@ def test_over_mixers_the_mixers_are_the_units_and_budgets_stay_apart():
 
 
 def test_the_plateau_tool_judges_one_protocol_and_says_what_is_missing(tmp_path, monkeypatch, capsys):
-    """tools/plateau.py: a fine-tune's records (pretrain=mlm) never enter the scratch budget's rows, and a folder
+    """tools/plateau.py: a fine-tune's records (pretrain=mlm) and the compute-matched controls never enter the scratch
+    budget's rows, and a folder
     without records, or without the protocol asked for, is a one-line error."""
     runs = ROOT / "results" / "cpu_protocols" / "runs"
     if not runs.is_dir():
@@ -149,6 +150,9 @@ def test_the_plateau_tool_judges_one_protocol_and_says_what_is_missing(tmp_path,
     row = [line for line in mlm.splitlines() if line.startswith("| ListOps")]
     assert row and row[0].split("|")[4].strip() == "1" and row[0] not in scratch  # softmax's fine-tunes alone
     assert "| ListOps | 3,000" in scratch and "| Image   | 4,000" in scratch
+    assert "| Image   | 8,000" not in scratch  # the compute-matched controls are not the scratch budget's runs...
+    assert main(["--runs-dir", str(runs), "--protocol", "scratch, compute-matched"]) == 0
+    assert "| Image   | 8,000" in capsys.readouterr().out  # ...but their own protocol's
     assert main(["--runs-dir", str(runs), "--protocol", "causal"]) == 1
     assert "no ok record of protocol 'causal'" in capsys.readouterr().err
     assert main(["--runs-dir", str(tmp_path / "none")]) == 2

@@ -55,8 +55,6 @@ NOT_MEASURED = [
      "tool: a one-off generator timing, the before/after of a change, named as such"),
     ("docs/tasks.md", "took 49.7 s with the former serial generator and 21.7 s / 14.1 s",
      "tool: a one-off generator timing ('one measurement'), named as such"),
-    ("docs/protocols.md", "est. 30-45 min", "plan: the protocol queue's remaining image runs, named 'est.'"),
-    ("docs/protocols.md", "est. 16 hours", "plan: the 27 image runs left, 27 x est. 30-45 min, named 'est.'"),
     ("docs/records.md", "(1, 5, 15 min)", "setting: the load averages' windows, a field's description"),
     ("docs/benchmark.md", "93.2 s per step against 203 MiB and 15.1 s with",
      "tool: tools/bench_flash.py at N=4096, a one-off measurement named as such"),

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs-dir", type=Path, default=ROOT / "results" / "cpu" / "runs")
     ap.add_argument("--protocol", default="scratch",
-                    help="the training protocol whose budget is judged (a fine-tune's gain is another question)")
+                    help="the training protocol whose budget is judged, as the report labels it (a fine-tune's gain is "
+                         "another question; the compute-matched controls: 'scratch, compute-matched')")
     ap.add_argument("--profile", default=None, help="the profile judged (default: the records' own)")
     ap.add_argument("--reference", default=REFERENCE,
                     help="the name one result under several names is counted under, when it is one of them")

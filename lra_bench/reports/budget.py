@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from lra_bench.reports.curves import curve
+from lra_bench.reports.protocols import report_labels
 from lra_bench.reports.same_predictions import drop_repeats
 from lra_bench.reports.table1 import REFERENCE, pick_profile, scored_runs, task_cells
 from lra_bench.reports.tasks import TASK_LABELS, TASKS
@@ -45,14 +46,16 @@ def last_quarter_gain(evals: list[dict]) -> tuple[int, float, float, bool]:
 
 def plateau_runs(runs: pd.DataFrame, protocol: str = "scratch", profile: str | None = None,
                  reference: str = REFERENCE) -> pd.DataFrame:
-    """The records a plateau is judged on (:func:`lra_bench.reports.table1.scored_runs` of one ``protocol`` and
-    ``profile``: not synthetic, the latest record per seed), keeping each result under several names once
-    (:mod:`lra_bench.reports.same_predictions`, under ``reference`` where it is one of them) and leaving out the cells
-    at chance or with a collapsed run (their curves say nothing about a plateau). ``profile`` None: the records'
-    own (:func:`lra_bench.reports.table1.pick_profile`)."""
+    """The records a plateau is judged on (:func:`lra_bench.reports.table1.scored_runs` of one ``protocol`` -- a
+    report label (:func:`lra_bench.reports.protocols.report_labels`), so that a compute-matched control never stands
+    in for the scratch budget -- and ``profile``: not synthetic, the latest record per seed), keeping each result
+    under several names once (:mod:`lra_bench.reports.same_predictions`, under ``reference`` where it is one of them)
+    and leaving out the cells at chance or with a collapsed run (their curves say nothing about a plateau).
+    ``profile`` None: the records' own (:func:`lra_bench.reports.table1.pick_profile`)."""
     if runs.empty:
         return runs
-    mine = runs[runs.protocol == protocol] if "protocol" in runs.columns else runs
+    # the report's protocol labels: a compute-matched control is "scratch, compute-matched", not "scratch"
+    mine = runs[report_labels(runs) == protocol] if "protocol" in runs.columns else runs
     profile = profile or pick_profile(mine)
     if profile is None:
         return mine.iloc[0:0]
