@@ -506,3 +506,24 @@ def test_the_redos_quoted_costs_and_plateau_are_its_committed_records():
     assert f"on text {over['text'][0]} of the {over['text'][1]} results' do not" in said
     assert_block_quotes(docs, "plateau", done.stdout, "python tools/plateau.py --runs-dir results/cpu/runs",
                         [t for t in complete if t != "Pathfinder"])
+
+
+def test_the_image_protocol_readings_masked_pixel_errors_and_gaps_to_lru_are_the_records():
+    """docs/protocols.md, "Image, complete": each variant's final masked-pixel error (range over its seeds) and
+    S4D's distance to LRU under each protocol, as results/cpu_protocols' records give them."""
+    from lra_bench.reports.protocols import protocol_effects
+
+    docs = " ".join((ROOT / "docs" / "protocols.md").read_text().split())
+    records = [r for r in read_records(ROOT / "results" / "cpu_protocols" / "runs") if r["task"] == "image"]
+    errors = []
+    for name in ("softmax", "linear", "lru", "s4d"):
+        maes = [r["pretraining"]["val_mae"] for r in records if r["attention"] == name and r.get("protocol") == "mlm"]
+        assert len(maes) == 3, name
+        errors.append(f"{min(maes):.1f}-{max(maes):.1f}")
+    assert f"masked validation pixels is {', '.join(errors[:3])} and {errors[3]} grey levels" in docs
+    effects = protocol_effects(load_runs(ROOT / "results" / "cpu_protocols" / "runs"), "cpu").set_index(
+        ["task", "attention"])
+    lru, s4d = effects.loc[("image", "lru")], effects.loc[("image", "s4d")]
+    gaps = [f"{lru[c] - s4d[c]:.2f}" for c in ("scratch", "pretrained", "control")]
+    assert (f"S4D's mean was {gaps[0]} points behind LRU's from scratch, {gaps[1]} pretrained and {gaps[2]} under "
+            "the compute-matched control") in docs

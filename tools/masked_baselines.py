@@ -16,6 +16,7 @@ from pathlib import Path
 
 import _repo  # noqa: F401  (this checkout's lra_bench first: tools/_repo.py)
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from lra_bench.config.plan import plan
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             f"paths.results_dir={scratch}"]  # nothing is trained or written there: plan() only wants the folder
         try:
             what, figures = baselines([*extra, *overrides])
-        except LRABenchError as e:
+        except (LRABenchError, HydraException) as e:  # a bad override or setting: one line, not a traceback
             print(f"error: {e}", file=sys.stderr)
             return 2
     print(what)

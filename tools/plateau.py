@@ -18,6 +18,7 @@ from pathlib import Path
 import _repo  # this checkout's lra_bench first (tools/_repo.py)
 
 from lra_bench.reports.budget import last_quarter_table, over_mixers, over_mixers_markdown, plateau_runs
+from lra_bench.reports.protocols import report_labels
 from lra_bench.reports.table1 import REFERENCE, load_runs
 
 ROOT = _repo.ROOT
@@ -36,11 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.runs_dir.is_dir():
         print(f"error: no folder {args.runs_dir}: pass the run records' folder (--runs-dir)", file=sys.stderr)
         return 2
-    runs = plateau_runs(load_runs(args.runs_dir), args.protocol, args.profile, args.reference)
+    every = load_runs(args.runs_dir)
+    runs = plateau_runs(every, args.protocol, args.profile, args.reference)
     table = last_quarter_table(runs) if len(runs) else runs
     if table.empty:
+        there = sorted(set(report_labels(every))) if len(every) else []
         print(f"error: no ok record of protocol {args.protocol!r} under {args.runs_dir} with a last quarter to "
-              "measure (two or more validations, not at chance)", file=sys.stderr)
+              f"measure (two or more validations, not at chance); the protocols there: {there}", file=sys.stderr)
         return 1
     print(over_mixers_markdown(over_mixers(table)))
     return 0

@@ -54,8 +54,14 @@ def plateau_runs(runs: pd.DataFrame, protocol: str = "scratch", profile: str | N
     ``profile`` None: the records' own (:func:`lra_bench.reports.table1.pick_profile`)."""
     if runs.empty:
         return runs
-    # the report's protocol labels: a compute-matched control is "scratch, compute-matched", not "scratch"
-    mine = runs[report_labels(runs) == protocol] if "protocol" in runs.columns else runs
+    if "protocol" not in runs.columns:
+        mine = runs  # records of one protocol (from before protocols existed)
+    else:  # the report's labels: a compute-matched control is "scratch, compute-matched", not "scratch"
+        missing = {"pair_key", "ft_steps", "pt_steps"} - set(runs.columns)
+        if missing:
+            raise ValueError(f"plateau_runs needs the columns of lra_bench.reports.table1.load_runs; missing "
+                             f"{sorted(missing)}: pass load_runs(folder)")
+        mine = runs[report_labels(runs) == protocol]
     profile = profile or pick_profile(mine)
     if profile is None:
         return mine.iloc[0:0]

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _visible(masks: np.ndarray, pad_id: int | None, ids: np.ndarray) -> np.ndarray:
-    return ~masks if pad_id is None else ~masks & (ids != pad_id)
+from lra_bench.errors import ConfigError
 
 
 def token_baselines(train: np.ndarray, val: np.ndarray, masks: np.ndarray, pad_id: int | None) -> dict[str, float]:
@@ -28,9 +26,9 @@ def token_baselines(train: np.ndarray, val: np.ndarray, masks: np.ndarray, pad_i
     counts = np.bincount(real.ravel()).astype(np.float64)
     p = counts / counts.sum()  # (V',) the training tokens' unigram distribution
     seen = p[p > 0]
-    targets = val[masks]  # (n,) the masked tokens
+    targets = val[masks if pad_id is None else masks & (val != pad_id)]  # (n,) the masked real tokens
     if not len(targets):
-        raise ValueError("no masked token in the validation inputs: raise the mask rate")
+        raise ConfigError("no masked token in the validation inputs: raise pretrain.mask_rate")
     q = np.zeros(max(len(p), int(targets.max()) + 1))
     q[:len(p)] = p
     with np.errstate(divide="ignore"):
@@ -46,9 +44,9 @@ def grey_baselines(train: np.ndarray, val: np.ndarray, masks: np.ndarray) -> dic
     n, length = val.shape
     side = int(round(length ** 0.5))
     if side * side != length:
-        raise ValueError(f"grey baselines need square images: {length} pixels is not a square")
+        raise ConfigError(f"grey baselines need square images: {length} pixels is not a square")
     if not masks.any():
-        raise ValueError("no masked pixel in the validation inputs: raise the mask rate")
+        raise ConfigError("no masked pixel in the validation inputs: raise pretrain.mask_rate")
     x = val.astype(np.float64)  # (N, L)
     seen = ~masks  # (N, L)
     median = float(np.median(train))
