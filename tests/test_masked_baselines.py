@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lra_bench.reports.masked_baselines import grey_baselines, token_baselines
+from lra_bench.store.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 CIFAR = ROOT.parent / "shared" / "data" / "cifar10"
@@ -86,3 +87,14 @@ def test_the_baselines_docs_protocols_quotes_are_the_tools(tmp_path, monkeypatch
                        ("neighbour_mae", "the mean of its visible four neighbours")):
         low, high = min(b[key] for b in image), max(b[key] for b in image)
         assert f"{words} {low:.1f}-{high:.1f}" in docs, (key, low, high)
+    records = [r for r in read_records(ROOT / "results" / "cpu_protocols" / "runs")
+               if r["task"] == "image" and r.get("protocol") == "mlm"]
+
+    def below(name):  # per seed: the neighbour mean's error - the record's final masked-pixel error
+        return [image[r["seed"]]["neighbour_mae"] - r["pretraining"]["val_mae"] for r in records
+                if r["attention"] == name]
+
+    lru, s4d = below("lru"), below("s4d")
+    assert len(lru) == len(s4d) == 3
+    assert f"LRU {min(lru):.2f}-{max(lru):.2f} grey levels below it" in docs
+    assert {f"{d:.1f}" for d in s4d} == {"1.8"} and "S4D below it by 1.8 (per-seed figures" in docs
